@@ -1,0 +1,15 @@
+# Third-party dependencies, all from Debian 12 packages (scripts/install-deps.sh installs them).
+find_package(Threads REQUIRED)
+find_package(PkgConfig REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(ICU REQUIRED COMPONENTS uc)
+pkg_check_modules(SentencePiece REQUIRED IMPORTED_TARGET sentencepiece)
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+if(LATHE_BUILD_GUI OR LATHE_BUILD_TESTS)
+  # Widgets and PrintSupport must come before QCustomPlotQt6 (its config looks them up).
+  find_package(Qt6 REQUIRED COMPONENTS Core Gui Widgets PrintSupport Network Svg Test)
+  if(LATHE_BUILD_GUI)
+    find_package(QCustomPlotQt6 REQUIRED)
+  endif()
+endif()

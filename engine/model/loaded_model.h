@@ -1,0 +1,40 @@
+// Everything a model folder or GGUF file provides, loaded and validated: the config, the weights
+// (memory-mapped), the tokenizer, the chat template and generation defaults.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/model/model_config.h"
+#include "engine/model/weight_store.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace lathe {
+
+enum class ModelFormat { kHfFolder, kGguf, kDummy };
+
+// Defaults from generation_config.json (HF) or GGUF metadata. Requests override them.
+struct GenerationDefaults {
+  std::vector<TokenId> eos_token_ids;  // every id that ends generation (config may list several)
+  float temperature = -1.f;            // < 0: not set by the model
+  float top_p = -1.f;
+  int top_k = -1;
+  float repetition_penalty = -1.f;
+};
+
+struct LoadedModel {
+  std::string path;          // what the user passed
+  ModelFormat format = ModelFormat::kGguf;
+  ModelConfig config;
+  WeightStore weights;       // empty for kDummy: backends create random weights of config's shape
+  std::shared_ptr<const Tokenizer> tokenizer;  // null for kDummy
+  std::string chat_template;  // Jinja source; empty when the model has none
+  GenerationDefaults generation;
+  int64_t file_bytes = 0;     // bytes of the weight files on disk
+  // Per-group storage type summary, e.g. {"token_embd": "q8_0", "attention": "q4_1", ...}.
+  std::vector<std::pair<std::string, std::string>> dtype_summary;
+};
+
+}  // namespace lathe

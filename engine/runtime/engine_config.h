@@ -1,0 +1,56 @@
+// Plain configuration structs for an engine, with defaults and units. Front-ends (CLI flags, HTTP
+// server, Lathe Studio settings) fill them; validate_engine_config() checks them and says what to
+// change. No I/O happens here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "engine/core/status.h"
+#include "engine/model/model_loader.h"
+
+namespace lathe {
+
+enum class DeviceKind { kAuto, kCpu, kCuda };
+const char* device_kind_name(DeviceKind d);          // "auto", "cpu", "cuda"
+bool parse_device_kind(const std::string& s, DeviceKind* out);
+
+struct DeviceConfig {
+  DeviceKind device = DeviceKind::kAuto;  // auto: CUDA when a usable GPU exists, else CPU (with a notice)
+  std::string dtype = "auto";             // activations/weights on the GPU: auto (bf16), bf16, f16
+  int32_t num_threads = 0;                // CPU backend threads; 0 = all hardware threads
+  int32_t cuda_device = 0;                // GPU ordinal
+  bool enforce_eager = false;             // CUDA: no CUDA graphs
+};
+
+struct CacheConfig {
+  int32_t block_size = 16;                  // tokens per KV block
+  int64_t kv_cache_memory_bytes = 0;        // CPU: KV budget in bytes; 0 = auto (min(1 GiB, 25% of RAM))
+  double gpu_memory_utilization = 0.90;     // CUDA: share of device memory Lathe may use, (0, 1]
+  bool enable_prefix_caching = true;
+  int32_t num_gpu_blocks_override = 0;      // > 0: use exactly this many blocks (tests)
+};
+
+enum class SchedulingPolicy { kContinuous, kStatic };
+
+struct SchedulerConfig {
+  int32_t max_num_seqs = 256;               // sequences per step (batch slots)
+  int32_t max_num_batched_tokens = 2048;    // tokens per step (prefill chunks + decodes)
+  int32_t max_model_len = 0;                // prompt + output tokens per sequence; 0 = the model's context
+  SchedulingPolicy policy = SchedulingPolicy::kContinuous;
+  bool enable_chunked_prefill = true;       // split prompts longer than the step budget
+  int32_t max_waiting_requests = 4096;      // submit() fails with kResourceExhausted beyond this
+};
+
+struct EngineConfig {
+  std::string model_path;     // GGUF file, HF folder, or config.json folder with load_format dummy
+  LoadOptions load;
+  DeviceConfig device;
+  CacheConfig cache;
+  SchedulerConfig scheduler;
+  std::string served_model_name;  // name reported to API clients; default: the model's name
+};
+
+Status validate_engine_config(const EngineConfig& config);
+
+}  // namespace lathe

@@ -1,0 +1,47 @@
+// The backend interface: a model loaded on a device (CPU reference or CUDA), with its paged KV
+// cache, that executes one engine step at a time. One thread (the engine core's) drives a runner;
+// implementations need not be thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/runtime/model_io.h"
+
+namespace lathe {
+
+struct LoadedModel;
+
+// How much memory the KV cache may take, and what is known about the device.
+struct DeviceMemoryInfo {
+  std::string device_name;       // "CPU (2 threads)", "NVIDIA H200 (139.8 GiB)"
+  int64_t total_bytes = 0;       // device memory (RAM for the CPU)
+  int64_t weight_bytes = 0;      // taken by weights on the device
+  int64_t activation_bytes = 0;  // measured or planned peak of activations and workspaces
+  int64_t kv_budget_bytes = 0;   // what the KV cache may use
+};
+
+class ModelRunner {
+ public:
+  virtual ~ModelRunner() = default;
+
+  virtual const DeviceMemoryInfo& memory_info() const = 0;
+  // Bytes of one KV block (K and V, all layers) of `block_size` tokens on this device.
+  virtual int64_t kv_block_bytes(int32_t block_size) const = 0;
+  // Allocates the paged KV cache; must be called once before execute().
+  virtual Status allocate_kv_cache(int32_t num_blocks, int32_t block_size) = 0;
+
+  // Runs the forward pass for `input`, samples one token per sampled sequence.
+  virtual Result<ModelOutput> execute(const ModelInput& input) = 0;
+
+  // Runs the forward pass and returns the raw logits (float32) of the sampled sequences,
+  // row-major [sample_seqs.size(), vocab_size]. For tests and evaluation (perplexity).
+  virtual Result<std::vector<float>> compute_logits(const ModelInput& input) = 0;
+
+  virtual int64_t vocab_size() const = 0;
+};
+
+}  // namespace lathe

@@ -1,0 +1,113 @@
+// Core utilities: half-precision conversion, dtype tables, strings, thread pool, mapped files.
+#include <QtTest>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <vector>
+
+#include "engine/core/dtype.h"
+#include "engine/core/half.h"
+#include "engine/core/mapped_file.h"
+#include "engine/core/strings.h"
+#include "engine/core/thread_pool.h"
+#include "test_support.h"
+
+using namespace lathe;
+
+class CoreTest : public QObject {
+  Q_OBJECT
+ private slots:
+  void f16_round_trips_every_half() {
+    // Every finite half converts to float and back to itself.
+    for (uint32_t h = 0; h < 0x10000; ++h) {
+      const uint16_t x = static_cast<uint16_t>(h);
+      const float f = f16_to_f32(x);
+      if (std::isnan(f)) {
+        QVERIFY(std::isnan(f16_to_f32(f32_to_f16(f))));
+        continue;
+      }
+      QCOMPARE(f32_to_f16(f), x);
+    }
+  }
+
+  void f16_rounds_to_nearest_even() {
+    QCOMPARE(f16_to_f32(f32_to_f16(1.0f)), 1.0f);
+    QCOMPARE(f16_to_f32(f32_to_f16(65504.0f)), 65504.0f);
+    QVERIFY(std::isinf(f16_to_f32(f32_to_f16(70000.0f))));
+    // 1 + 2^-11 is halfway between 1 and 1 + 2^-10: ties to even (1.0).
+    QCOMPARE(f16_to_f32(f32_to_f16(1.0f + std::ldexp(1.0f, -11))), 1.0f);
+    QCOMPARE(f16_to_f32(f32_to_f16(1.0f + 3 * std::ldexp(1.0f, -11))), 1.0f + std::ldexp(1.0f, -9));
+    // Smallest subnormal half.
+    QCOMPARE(f16_to_f32(f32_to_f16(std::ldexp(1.0f, -24))), std::ldexp(1.0f, -24));
+  }
+
+  void bf16_rounds_to_nearest_even() {
+    QCOMPARE(bf16_to_f32(f32_to_bf16(1.0f)), 1.0f);
+    QCOMPARE(bf16_to_f32(f32_to_bf16(-2.5f)), -2.5f);
+    QCOMPARE(bf16_to_f32(f32_to_bf16(1.0f + std::ldexp(1.0f, -8))), 1.0f);  // tie -> even
+    QCOMPARE(bf16_to_f32(f32_to_bf16(1.0f + 3 * std::ldexp(1.0f, -8))), 1.0f + std::ldexp(1.0f, -6));
+    QVERIFY(std::isnan(bf16_to_f32(f32_to_bf16(std::nanf("")))));
+  }
+
+  void dtype_sizes() {
+    QCOMPARE(*dtype_bytes(DType::kQ4_1, 64), int64_t{40});
+    QCOMPARE(*dtype_bytes(DType::kQ6_K, 512), int64_t{420});
+    QVERIFY(!dtype_bytes(DType::kQ4_K, 100).has_value());
+    QCOMPARE(dtype_bits_per_element(DType::kQ4_1), 5.0);
+    QCOMPARE(*dtype_from_ggml(30), DType::kBF16);
+    QVERIFY(!dtype_from_ggml(10).has_value());  // q2_K: unsupported
+    QCOMPARE(std::string(ggml_type_name(10)), std::string("q2_K"));
+  }
+
+  void byte_sizes_parse() {
+    QCOMPARE(parse_byte_size("512MiB"), int64_t{512} << 20);
+    QCOMPARE(parse_byte_size("2G"), int64_t{2} << 30);
+    QCOMPARE(parse_byte_size("1.5 GiB"), int64_t{3} << 29);
+    QCOMPARE(parse_byte_size("4096"), int64_t{4096});
+    QCOMPARE(parse_byte_size("lots"), int64_t{-1});
+    QCOMPARE(parse_byte_size("-1G"), int64_t{-1});
+    QCOMPARE(format_bytes(1536.0 * 1024 * 1024), std::string("1.50 GiB"));
+  }
+
+  void utf8_prefix() {
+    const std::string euro = "a\xe2\x82\xac";  // a€
+    QCOMPARE(valid_utf8_prefix(euro), size_t{4});
+    QCOMPARE(valid_utf8_prefix(euro.substr(0, 3)), size_t{1});  // incomplete trailing char held back
+    QVERIFY(!is_valid_utf8("\xc0\xaf"));                      // overlong
+    QVERIFY(!is_valid_utf8("\xed\xa0\x80"));                  // surrogate
+  }
+
+  void thread_pool_covers_every_index_once() {
+    ThreadPool pool(3);
+    for (int64_t n : {1, 2, 3, 7, 100, 1001}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      pool.parallel_for(n, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+      });
+      for (auto& h : hits) QCOMPARE(h.load(), 1);
+    }
+  }
+
+  void mapped_file_errors_name_the_file() {
+    auto missing = MappedFile::open("/nonexistent/model.gguf");
+    QVERIFY(!missing.is_ok());
+    QCOMPARE(missing.status().code(), ErrorCode::kNotFound);
+    QVERIFY(missing.status().message().find("/nonexistent/model.gguf") != std::string::npos);
+
+    const QString path = QDir::temp().filePath("lathe_mapped_file_test.bin");
+    {
+      std::ofstream out(path.toStdString(), std::ios::binary);
+      out << "GGUF1234";
+    }
+    auto f = MappedFile::open(path.toStdString());
+    LATHE_QVERIFY_RESULT(f);
+    QCOMPARE(f.value()->size(), size_t{8});
+    QVERIFY(std::memcmp(f.value()->data(), "GGUF", 4) == 0);
+    QFile::remove(path);
+  }
+};
+
+QTEST_GUILESS_MAIN(CoreTest)
+#include "core_test.moc"

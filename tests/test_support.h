@@ -1,0 +1,30 @@
+// Helpers shared by Lathe's Qt Test executables.
+#pragma once
+
+#include <QtTest>
+
+#include <cstdlib>
+#include <string>
+
+#include "engine/core/status.h"
+
+namespace lathe::test {
+
+// tests/fixtures/<relative>
+inline std::string fixture_path(const std::string& relative) {
+  const char* env = std::getenv("LATHE_TEST_DATA");
+  return std::string(env != nullptr ? env : LATHE_TEST_DATA) + "/" + relative;
+}
+
+// The default model (SmolLM2-135M-Instruct Q4_1), fetched by scripts/fetch-default-model.sh.
+std::string default_model_path();
+
+}  // namespace lathe::test
+
+// QVERIFY for Status / Result: fails with the error message.
+#define LATHE_QVERIFY_OK(expr)                                                   \
+  do {                                                                           \
+    const ::lathe::Status lathe_s_ = (expr);                                     \
+    QVERIFY2(lathe_s_.is_ok(), lathe_s_.message().c_str());                      \
+  } while (0)
+#define LATHE_QVERIFY_RESULT(res) QVERIFY2((res).is_ok(), (res).status().message().c_str())
