@@ -1,0 +1,78 @@
+// The CPU reference implementation of every op of the Llama-family forward pass. Activations are
+// float32, row-major. These functions are the numerical ground truth: every CUDA kernel has a parity
+// test against the function of the same name here. Each op computes every output element with a
+// fixed order of floating-point operations that depends only on that element's inputs, never on the
+// batch size or the thread count, so results are batch-invariant and reproducible.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/core/tensor_view.h"
+#include "engine/model/model_config.h"
+
+namespace lathe {
+class ThreadPool;
+}
+
+namespace lathe::cpu {
+
+// out[i, :] = table[ids[i], :] dequantized. table: [vocab, dim] of any supported dtype.
+void embedding(const TensorView& table, const int32_t* ids, int64_t num_tokens, float* out);
+
+// out[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight. x, out: [rows, dim]; may alias.
+void rms_norm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* out);
+
+// Fused residual + norm (the CUDA kernel's contract): residual += x; out = rms_norm(residual).
+void add_rms_norm(float* residual, const float* x, const float* weight, int64_t rows, int64_t dim,
+                  float eps, float* out);
+
+// y[M, N] = x[M, K] · W[N, K]ᵀ (+ bias[N]). W may be f32, f16, bf16 or any GGUF block type;
+// quantized rows are dequantized block by block (f32 accumulation). Parallel over N.
+void linear(const float* x, int64_t m, const TensorView& w, const float* bias, float* y, ThreadPool& pool);
+
+// Inverse frequencies of the rotary embedding, [rotary_dim / 2], including llama3 / linear scaling.
+std::vector<float> rope_inv_freq(const ModelConfig& config);
+
+// Rotates x [num_tokens, num_heads, head_dim] in place at positions[num_tokens].
+// kNeox pairs (i, i + head_dim/2); kInterleaved pairs (2i, 2i+1).
+void rope(float* x, const int32_t* positions, int64_t num_tokens, int64_t num_heads, int64_t head_dim,
+          const std::vector<float>& inv_freq, RopeStyle style);
+
+// Paged KV cache of one layer: [num_blocks, block_size, num_kv_heads, head_dim] float32 each for K and V.
+struct KvLayerView {
+  float* k = nullptr;
+  float* v = nullptr;
+  int32_t block_size = 16;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+};
+
+// k, v: [num_tokens, num_kv_heads, head_dim]; writes token t to slot slot_mapping[t]
+// (block = slot / block_size, offset = slot % block_size). Negative slots are skipped (padding).
+void write_kv(const float* k, const float* v, const int64_t* slot_mapping, int64_t num_tokens,
+              const KvLayerView& cache);
+
+// Causal attention through block tables, grouped-query (num_heads % num_kv_heads == 0).
+//   q:   [num_tokens, num_heads, head_dim], tokens of sequence s are rows [query_start[s], query_start[s+1]).
+//   The query token j of sequence s (0-based within its chunk) sits at position
+//   seq_lens[s] - (query_start[s+1] - query_start[s]) + j and attends to positions [0, that position].
+//   block_tables: [num_seqs, max_blocks_per_seq].
+//   out: [num_tokens, num_heads, head_dim]. scale: usually 1/sqrt(head_dim).
+struct PagedAttentionArgs {
+  const float* q = nullptr;
+  float* out = nullptr;
+  const int32_t* query_start = nullptr;
+  const int32_t* seq_lens = nullptr;
+  const int32_t* block_tables = nullptr;
+  int32_t num_seqs = 0;
+  int32_t max_blocks_per_seq = 0;
+  int64_t num_heads = 0;
+  float scale = 1.0f;
+};
+void paged_attention(const PagedAttentionArgs& args, const KvLayerView& cache, ThreadPool& pool);
+
+// out[i] = silu(gate[i]) * up[i] for i in [0, n). silu(x) = x / (1 + exp(-x)).
+void swiglu(const float* gate, const float* up, float* out, int64_t n);
+
+}  // namespace lathe::cpu
