@@ -34,8 +34,8 @@ struct CacheConfig {
 enum class SchedulingPolicy { kContinuous, kStatic };
 
 struct SchedulerConfig {
-  int32_t max_num_seqs = 256;               // sequences per step (batch slots)
-  int32_t max_num_batched_tokens = 2048;    // tokens per step (prefill chunks + decodes)
+  int32_t max_num_seqs = 0;                 // sequences per step (batch slots); 0 = device default (GPU 256, CPU 64)
+  int32_t max_num_batched_tokens = 0;       // tokens per step (prefill chunks + decodes); 0 = device default (GPU 8192, CPU 512)
   int32_t max_model_len = 0;                // prompt + output tokens per sequence; 0 = the model's context
   SchedulingPolicy policy = SchedulingPolicy::kContinuous;
   bool enable_chunked_prefill = true;       // split prompts longer than the step budget

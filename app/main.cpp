@@ -1,0 +1,25 @@
+// lathe: the command-line tool. Subcommands live in cmd_*.cpp and register themselves here.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+
+#include "app/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "Lathe: a workbench for LLM inference. Inspect, run, serve and benchmark Llama-family models\n"
+      "(GGUF files and Hugging Face folders) on the CPU or NVIDIA GPUs."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "lathe 0.1.0");
+  int exit_code = 0;
+  lathe::cli::register_generate(app, &exit_code);
+  lathe::cli::register_inspect(app, &exit_code);
+  lathe::cli::register_serve(app, &exit_code);
+  lathe::cli::register_bench(app, &exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return exit_code;
+}
