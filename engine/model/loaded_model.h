@@ -25,15 +25,21 @@ struct GenerationDefaults {
 };
 
 struct LoadedModel {
-  std::string path;          // what the user passed
+  std::string path;  // what the user passed
   ModelFormat format = ModelFormat::kGguf;
   ModelConfig config;
-  WeightStore weights;       // empty for kDummy: backends create random weights of config's shape
-  std::shared_ptr<const Tokenizer> tokenizer;  // null for kDummy
+  WeightStore weights;  // empty for kDummy: backends create random weights of config's shape
+  // Null when LoadOptions::load_tokenizer is false, and for kDummy when the folder has no tokenizer
+  // files (kDummy with tokenizer files loads them, so text prompts work against dummy weights).
+  std::shared_ptr<const Tokenizer> tokenizer;
   std::string chat_template;  // Jinja source; empty when the model has none
   GenerationDefaults generation;
-  int64_t file_bytes = 0;     // bytes of the weight files on disk
-  // Per-group storage type summary, e.g. {"token_embd": "q8_0", "attention": "q4_1", ...}.
+  // Bytes of the weight files on disk (the GGUF file; all safetensors files).
+  int64_t file_bytes = 0;
+  // Per-group storage types in the order embedding, attention, mlp, norms, output, e.g.
+  // {"embedding", "q8_0"}, {"attention", "q4_1"}, {"mlp", "q4_k+q6_k"}, {"norms", "f32"},
+  // {"output", "tied"}; several types in a group are joined with '+', most bytes first. Empty for
+  // kDummy.
   std::vector<std::pair<std::string, std::string>> dtype_summary;
 };
 

@@ -39,15 +39,19 @@ struct ModelConfig {
   int64_t hidden_size = 0;        // d_model
   int64_t intermediate_size = 0;  // FFN width
   int64_t num_layers = 0;
-  int64_t num_heads = 0;     // query heads
-  int64_t num_kv_heads = 0;  // key/value heads (GQA: num_heads % num_kv_heads == 0)
-  int64_t head_dim = 0;      // usually hidden_size / num_heads; Qwen3 sets it explicitly
+  int64_t num_heads = 0;                // query heads
+  int64_t num_kv_heads = 0;             // key/value heads (GQA: num_heads % num_kv_heads == 0)
+  int64_t head_dim = 0;                 // usually hidden_size / num_heads; Qwen3 sets it explicitly
   int64_t max_position_embeddings = 0;  // the model's trained context length
 
   double rms_norm_eps = 1e-5;
   double rope_theta = 10000.0;
   RopeStyle rope_style = RopeStyle::kNeox;
   RopeScaling rope_scaling;
+  // Per-frequency divisors of the RoPE inverse frequencies: inv_freq[i] /= rope_freq_factors[i].
+  // llama.cpp stores Llama 3.1+ scaling this way (GGUF tensor rope_freqs.weight) instead of
+  // rope_scaling metadata. Empty when absent, else head_dim / 2 entries.
+  std::vector<float> rope_freq_factors;
 
   bool tie_word_embeddings = false;  // lm_head shares the embedding matrix
   bool attention_bias = false;       // q/k/v projections have biases (Qwen2)
@@ -69,5 +73,11 @@ struct ModelConfig {
   // Checks internal consistency; the message names the field and the fix.
   Status validate() const;
 };
+
+// The RoPE inverse frequencies, head_dim / 2 of them, with every scaling in the config applied
+// (linear, llama3, GGUF rope_freq_factors): pair i of a head at position p rotates by the angle
+// p * inv_freq[i]. Unscaled: inv_freq[i] = rope_theta^(-2i / head_dim). Computed in double and
+// rounded once, so every backend gets the same values.
+std::vector<float> rope_inverse_frequencies(const ModelConfig& config);
 
 }  // namespace lathe

@@ -14,6 +14,9 @@
 //   blk.{i}.ffn_gate / ffn_up  [intermediate, hidden]
 //   blk.{i}.ffn_down           [hidden, intermediate]
 // A linear weight [N, K] maps K inputs to N outputs: y = W x.
+// Not in the store: GGUF rope_freqs.weight becomes ModelConfig::rope_freq_factors; Hugging Face
+// rotary inv_freq buffers are ignored (rope_inverse_frequencies() in model_config.h recomputes
+// them).
 #pragma once
 
 #include <map>
@@ -38,7 +41,8 @@ class WeightStore {
   const TensorView* find(const std::string& name) const;
   bool contains(const std::string& name) const { return find(name) != nullptr; }
   // The tensor, checked against an expected shape; the error names the tensor and both shapes.
-  Result<TensorView> get(const std::string& name, std::initializer_list<int64_t> expected_shape) const;
+  Result<TensorView> get(const std::string& name,
+                         std::initializer_list<int64_t> expected_shape) const;
 
   const std::map<std::string, TensorView>& tensors() const { return tensors_; }
   size_t size() const { return tensors_.size(); }

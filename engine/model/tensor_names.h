@@ -1,0 +1,45 @@
+// Translation of file tensor names to Lathe's canonical names (listed in weight_store.h), and the
+// tensors a config implies, with their PyTorch-order shapes.
+//
+//   Hugging Face                                   GGUF                      canonical
+//   model.embed_tokens.weight                      token_embd.weight         token_embd
+//   model.norm.weight                              output_norm.weight        output_norm
+//   lm_head.weight                                 output.weight             output
+//   model.layers.N.input_layernorm.weight          blk.N.attn_norm.weight    blk.N.attn_norm
+//   model.layers.N.self_attn.q_proj.weight         blk.N.attn_q.weight       blk.N.attn_q     (k, v
+//   alike) model.layers.N.self_attn.q_proj.bias           blk.N.attn_q.bias blk.N.attn_q_bias (k, v
+//   alike) model.layers.N.self_attn.o_proj.weight         blk.N.attn_output.weight
+//   blk.N.attn_output model.layers.N.self_attn.q_norm.weight         blk.N.attn_q_norm.weight
+//   blk.N.attn_q_norm (k alike) model.layers.N.post_attention_layernorm.weight
+//   blk.N.ffn_norm.weight     blk.N.ffn_norm model.layers.N.mlp.gate_proj.weight
+//   blk.N.ffn_gate.weight     blk.N.ffn_gate   (up, down alike)
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/model/model_config.h"
+
+namespace lathe {
+
+// Canonical name of a tensor, or "" for tensors Lathe does not use (rotary inv_freq, rope_freqs,
+// anything unknown).
+std::string canonical_name_from_hf(std::string_view hf_name);
+std::string canonical_name_from_gguf(std::string_view gguf_name);
+
+struct ExpectedTensor {
+  std::string name;            // canonical
+  std::vector<int64_t> shape;  // PyTorch order
+  bool float_only = false;     // norms and biases: must be stored as f32 / f16 / bf16
+};
+
+// Every tensor a model with this config needs, in a stable order (globals, then layer by layer).
+std::vector<ExpectedTensor> expected_tensors(const ModelConfig& config);
+
+// The group a canonical name belongs to, for per-group dtype summaries: "embedding", "attention",
+// "mlp", "norms" or "output".
+const char* tensor_group(std::string_view canonical_name);
+
+}  // namespace lathe
