@@ -1,8 +1,8 @@
 // The CPU reference implementation of every op of the Llama-family forward pass. Activations are
-// float32, row-major. These functions are the numerical ground truth: every CUDA kernel has a parity
-// test against the function of the same name here. Each op computes every output element with a
-// fixed order of floating-point operations that depends only on that element's inputs, never on the
-// batch size or the thread count, so results are batch-invariant and reproducible.
+// float32, row-major. These functions are the numerical ground truth: every CUDA kernel has a
+// parity test against the function of the same name here. Each op computes every output element
+// with a fixed order of floating-point operations that depends only on that element's inputs, never
+// on the batch size or the thread count, so results are batch-invariant and reproducible.
 #pragma once
 
 #include <cstdint>
@@ -17,11 +17,27 @@ class ThreadPool;
 
 namespace lathe::cpu {
 
+// The instruction set the ops run with. Both paths compute bit-identical results (cpu_simd.h); the
+// scalar one exists for CPUs without AVX2/FMA/F16C and for tests. Default: AVX2 when the CPU has
+// it, unless the environment sets LATHE_CPU_ISA=scalar.
+enum class CpuIsa { kScalar, kAvx2 };
+CpuIsa cpu_isa();
+// Selects the path for the whole process (tests, benchmarks). kAvx2 on a CPU without it selects
+// kScalar.
+void set_cpu_isa(CpuIsa isa);
+const char* cpu_isa_name(CpuIsa isa);  // "scalar", "avx2"
+
+// Whether linear() and embedding() accept weights of this type (f32, f16, bf16, every GGUF block
+// type).
+bool is_supported_weight_type(DType type);
+
 // out[i, :] = table[ids[i], :] dequantized. table: [vocab, dim] of any supported dtype.
 void embedding(const TensorView& table, const int32_t* ids, int64_t num_tokens, float* out);
 
-// out[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight. x, out: [rows, dim]; may alias.
-void rms_norm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps, float* out);
+// out[r, :] = (x[r, :] * inv) * weight with inv = float(1 / sqrt(mean(x[r, :]^2) + eps)), the sum
+// of squares in double. x, out: [rows, dim]; may alias.
+void rms_norm(const float* x, const float* weight, int64_t rows, int64_t dim, float eps,
+              float* out);
 
 // Fused residual + norm (the CUDA kernel's contract): residual += x; out = rms_norm(residual).
 void add_rms_norm(float* residual, const float* x, const float* weight, int64_t rows, int64_t dim,
@@ -29,17 +45,36 @@ void add_rms_norm(float* residual, const float* x, const float* weight, int64_t 
 
 // y[M, N] = x[M, K] · W[N, K]ᵀ (+ bias[N]). W may be f32, f16, bf16 or any GGUF block type;
 // quantized rows are dequantized block by block (f32 accumulation). Parallel over N.
-void linear(const float* x, int64_t m, const TensorView& w, const float* bias, float* y, ThreadPool& pool);
+// Numerics: w is dequantized exactly as ggml's reference dequantize_row_* does (float32 products
+// and sums, no fused multiply-add), then y[m, n] = dot(x[m, :], w[n, :]) + bias[n] with the
+// canonical eight-lane fused-multiply-add order of cpu_simd.h. Independent of M and of the thread
+// count. x and y must not alias.
+void linear(const float* x, int64_t m, const TensorView& w, const float* bias, float* y,
+            ThreadPool& pool);
+
+// Several linears that read the same x [M, K] (q/k/v, gate/up) in one parallel dispatch (up to
+// kMaxLinearGroup at a time); each item's result equals linear(x, m, *w, bias, y).
+struct LinearGroupItem {
+  const TensorView* w = nullptr;
+  const float* bias = nullptr;  // [N] or null
+  float* y = nullptr;           // [M, N]
+};
+constexpr int kMaxLinearGroup = 4;
+void linear_group(const float* x, int64_t m, const LinearGroupItem* items, int num_items,
+                  ThreadPool& pool);
 
 // Inverse frequencies of the rotary embedding, [rotary_dim / 2], including llama3 / linear scaling.
 std::vector<float> rope_inv_freq(const ModelConfig& config);
 
 // Rotates x [num_tokens, num_heads, head_dim] in place at positions[num_tokens].
-// kNeox pairs (i, i + head_dim/2); kInterleaved pairs (2i, 2i+1).
-void rope(float* x, const int32_t* positions, int64_t num_tokens, int64_t num_heads, int64_t head_dim,
-          const std::vector<float>& inv_freq, RopeStyle style);
+// kNeox pairs (i, i + head_dim/2); kInterleaved pairs (2i, 2i+1). For pair (a, b) with frequency
+// i: angle = float(position) * inv_freq[i] (float32, as transformers), c = cos(angle),
+// s = sin(angle) rounded to float; a' = a*c - b*s, b' = b*c + a*s.
+void rope(float* x, const int32_t* positions, int64_t num_tokens, int64_t num_heads,
+          int64_t head_dim, const std::vector<float>& inv_freq, RopeStyle style);
 
-// Paged KV cache of one layer: [num_blocks, block_size, num_kv_heads, head_dim] float32 each for K and V.
+// Paged KV cache of one layer: [num_blocks, block_size, num_kv_heads, head_dim] float32 each for K
+// and V.
 struct KvLayerView {
   float* k = nullptr;
   float* v = nullptr;
@@ -54,11 +89,18 @@ void write_kv(const float* k, const float* v, const int64_t* slot_mapping, int64
               const KvLayerView& cache);
 
 // Causal attention through block tables, grouped-query (num_heads % num_kv_heads == 0).
-//   q:   [num_tokens, num_heads, head_dim], tokens of sequence s are rows [query_start[s], query_start[s+1]).
-//   The query token j of sequence s (0-based within its chunk) sits at position
-//   seq_lens[s] - (query_start[s+1] - query_start[s]) + j and attends to positions [0, that position].
-//   block_tables: [num_seqs, max_blocks_per_seq].
-//   out: [num_tokens, num_heads, head_dim]. scale: usually 1/sqrt(head_dim).
+//   q:   [num_tokens, num_heads, head_dim]; the tokens of sequence s are rows
+//        [query_start[s], query_start[s+1]). Query token j of sequence s (0-based within its chunk)
+//        sits at position seq_lens[s] - (query_start[s+1] - query_start[s]) + j and attends to
+//        positions [0, that position] (or its sliding window). Query head h reads KV head
+//        h / (num_heads / num_kv_heads).
+//   block_tables: [num_seqs, max_blocks_per_seq]. out: [num_tokens, num_heads, head_dim].
+//   scale: usually 1/sqrt(head_dim).
+// Numerics, per query and head over its positions p in ascending order, float32:
+//   s_p = dot(q, k_p) * scale (the canonical dot of cpu_simd.h); m = max s_p;
+//   e_p = exp(s_p - m) (cpu_simd.h's exp); S = e_0 + e_1 + ... (sequential);
+//   out[d] = (fma chain over p of e_p * v_p[d], starting at 0) * (1 / S).
+// Parallel over (sequence, KV head, runs of query rows).
 struct PagedAttentionArgs {
   const float* q = nullptr;
   float* out = nullptr;
@@ -69,10 +111,14 @@ struct PagedAttentionArgs {
   int32_t max_blocks_per_seq = 0;
   int64_t num_heads = 0;
   float scale = 1.0f;
+  // > 0: the query at position p attends only to positions (p - sliding_window, p] (Mistral's
+  // sliding window, as transformers masks it). 0: full causal attention.
+  int32_t sliding_window = 0;
 };
 void paged_attention(const PagedAttentionArgs& args, const KvLayerView& cache, ThreadPool& pool);
 
-// out[i] = silu(gate[i]) * up[i] for i in [0, n). silu(x) = x / (1 + exp(-x)).
+// out[i] = silu(gate[i]) * up[i] for i in [0, n), computed as gate / (1 + exp(-gate)) * up with
+// cpu_simd.h's exp. out may alias gate or up.
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
 
 }  // namespace lathe::cpu

@@ -1,0 +1,74 @@
+// The CPU model runner: the Llama-family forward pass (Llama 2/3/3.1/3.2, Mistral, Qwen2 with QKV
+// bias, Qwen3 with per-head QK RMSNorm, SmolLM2) over a paged float32 KV cache, built from cpu_ops.
+//
+// One step (execute / compute_logits) runs every scheduled token through every layer, writes its
+// K/V to its slot, and computes logits only for the last token of each sampled sequence. In the
+// last layer only those rows go through the output projection and MLP (nothing else reads them).
+// Weights are used in place (mmap); norm weights and biases are converted to float32 once.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/backend/cpu/cpu_ops.h"
+#include "engine/backend/cpu/cpu_runner_factory.h"
+#include "engine/core/thread_pool.h"
+#include "engine/model/loaded_model.h"
+#include "engine/runtime/model_runner.h"
+
+namespace lathe {
+
+class CpuModelRunner final : public ModelRunner {
+ public:
+  // See create_cpu_model_runner().
+  static Result<std::unique_ptr<CpuModelRunner>> create(const LoadedModel& model,
+                                                        const CpuRunnerOptions& options);
+
+  const DeviceMemoryInfo& memory_info() const override { return memory_; }
+  int64_t kv_block_bytes(int32_t block_size) const override;
+  Status allocate_kv_cache(int32_t num_blocks, int32_t block_size) override;
+  Result<ModelOutput> execute(const ModelInput& input) override;
+  Result<std::vector<float>> compute_logits(const ModelInput& input) override;
+  int64_t vocab_size() const override { return config_.vocab_size; }
+
+  int num_threads() const { return pool_->num_threads(); }
+
+ private:
+  struct Layer {
+    TensorView q, k, v, o, gate, up, down;
+    std::vector<float> attn_norm, ffn_norm;
+    std::vector<float> q_bias, k_bias, v_bias;  // empty without attention_bias
+    std::vector<float> q_norm, k_norm;          // empty without qk_norm
+  };
+
+  CpuModelRunner() = default;
+  Status init_weights(const LoadedModel& model);
+  Status init_dummy_weights(const CpuRunnerOptions& options);
+  Status check_input(const ModelInput& input) const;
+  // Runs the step; leaves logits of the sampled rows in logits_ ([sample_seqs.size(), vocab]).
+  Status forward(const ModelInput& input);
+
+  ModelConfig config_;
+  std::unique_ptr<ThreadPool> pool_;
+  DeviceMemoryInfo memory_;
+
+  TensorView token_embd_, output_;
+  std::vector<float> output_norm_;
+  std::vector<Layer> layers_;
+  std::vector<float> inv_freq_;
+  std::vector<std::unique_ptr<uint8_t[]>> owned_;  // dummy weights
+
+  // Paged KV cache: per layer K then V, each [num_blocks, block_size, kv_heads, head_dim] float32.
+  struct FreeDeleter {
+    void operator()(float* p) const;
+  };
+  std::unique_ptr<float, FreeDeleter> kv_;
+  int32_t num_blocks_ = 0;
+  int32_t block_size_ = 0;
+
+  // Activations, grown as needed: T tokens of the step.
+  std::vector<float> x_, h_, q_, k_, v_, attn_, gate_, up_, tmp_, logits_;
+};
+
+}  // namespace lathe

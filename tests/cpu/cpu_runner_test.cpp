@@ -1,0 +1,362 @@
+// The CPU model runner against transformers: tiny random-weight models saved by transformers
+// (tests/fixtures/models, made by scripts/fixtures/make_model_fixtures.py) and transformers'
+// float32 logits at every position. Lathe's logits must agree to 1e-3 whether a sequence is
+// prefilled in one step, in chunks, or decoded token by token through a paged cache with shuffled
+// block tables — always through ModelInput, as the engine drives the runner.
+#include <QtTest>
+
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "engine/backend/cpu/cpu_model_runner.h"
+#include "engine/backend/cpu/cpu_runner_factory.h"
+#include "engine/model/model_loader.h"
+#include "engine/runtime/sampler.h"
+#include "test_support.h"
+
+using namespace lathe;
+
+namespace {
+
+constexpr int32_t kBlockSize = 4;
+constexpr int32_t kNumBlocks = 40;
+constexpr double kTolerance = 1e-3;
+
+struct Reference {
+  int64_t vocab = 0;
+  std::vector<std::vector<int32_t>> tokens;  // per sequence
+  std::vector<int64_t> first_row;            // row of each sequence's position 0 in logits
+  std::vector<float> logits;                 // [positions, vocab]
+
+  const float* row(size_t seq, int32_t pos) const {
+    return logits.data() + (first_row[seq] + pos) * vocab;
+  }
+};
+
+Reference read_reference(const std::string& dir) {
+  Reference r;
+  QFile json(QString::fromStdString(dir + "/reference.json"));
+  if (!json.open(QIODevice::ReadOnly)) return r;
+  const QJsonObject root = QJsonDocument::fromJson(json.readAll()).object();
+  r.vocab = root["vocab_size"].toInt();
+  for (const QJsonValue& s : root["sequences"].toArray()) {
+    std::vector<int32_t> t;
+    for (const QJsonValue& v : s.toObject()["tokens"].toArray()) t.push_back(v.toInt());
+    r.tokens.push_back(t);
+    r.first_row.push_back(s.toObject()["logits_row"].toInt());
+  }
+  QFile bin(QString::fromStdString(dir + "/reference.f32"));
+  if (!bin.open(QIODevice::ReadOnly)) return Reference{};
+  const QByteArray bytes = bin.readAll();
+  r.logits.resize(bytes.size() / sizeof(float));
+  std::memcpy(r.logits.data(), bytes.data(), r.logits.size() * sizeof(float));
+  return r;
+}
+
+// A sequence as the engine core tracks it: its tokens, its blocks, how many are computed.
+struct Seq {
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> blocks;
+  int32_t computed = 0;
+};
+
+// One step in which sequence i computes num_new[i] more tokens (0: not scheduled); every scheduled
+// sequence is sampled (its last computed token's logits come back).
+ModelInput make_step(std::vector<Seq>& seqs, const std::vector<int32_t>& num_new,
+                     int32_t max_blocks) {
+  ModelInput in;
+  in.query_start.push_back(0);
+  in.max_blocks_per_seq = max_blocks;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    if (num_new[i] == 0) continue;
+    Seq& s = seqs[i];
+    for (int32_t j = 0; j < num_new[i]; ++j) {
+      const int32_t pos = s.computed + j;
+      in.token_ids.push_back(s.tokens[pos]);
+      in.positions.push_back(pos);
+      in.slot_mapping.push_back(int64_t{s.blocks[pos / kBlockSize]} * kBlockSize +
+                                pos % kBlockSize);
+    }
+    s.computed += num_new[i];
+    in.query_start.push_back(static_cast<int32_t>(in.token_ids.size()));
+    in.seq_lens.push_back(s.computed);
+    std::vector<int32_t> row(static_cast<size_t>(max_blocks), 0);
+    std::copy(s.blocks.begin(), s.blocks.end(), row.begin());
+    in.block_tables.insert(in.block_tables.end(), row.begin(), row.end());
+    in.max_seq_len = std::max(in.max_seq_len, s.computed);
+    in.max_query_len = std::max(in.max_query_len, num_new[i]);
+    in.sample_seqs.push_back(in.num_seqs() - 1);
+    SamplingRow greedy;
+    greedy.temperature = 0.f;
+    in.sampling.push_back(greedy);
+  }
+  return in;
+}
+
+// Sequences for the reference's token lists with blocks drawn from a shuffled pool.
+std::vector<Seq> make_seqs(const Reference& ref, std::mt19937& rng, int32_t* max_blocks) {
+  std::vector<int32_t> pool(kNumBlocks);
+  std::iota(pool.begin(), pool.end(), 0);
+  std::shuffle(pool.begin(), pool.end(), rng);
+  std::vector<Seq> seqs;
+  size_t next = 0;
+  *max_blocks = 0;
+  for (const std::vector<int32_t>& t : ref.tokens) {
+    Seq s;
+    s.tokens = t;
+    const int32_t n = (static_cast<int32_t>(t.size()) + kBlockSize - 1) / kBlockSize;
+    s.blocks.assign(pool.begin() + next, pool.begin() + next + n);
+    next += n;
+    *max_blocks = std::max(*max_blocks, n);
+    seqs.push_back(s);
+  }
+  return seqs;
+}
+
+double max_diff(const float* a, const float* b, int64_t n) {
+  double worst = 0;
+  for (int64_t i = 0; i < n; ++i) worst = std::max(worst, std::abs(double(a[i]) - double(b[i])));
+  return worst;
+}
+
+struct Fixture {
+  LoadedModel model;
+  Reference ref;
+  std::unique_ptr<ModelRunner> runner;
+};
+
+// Loads a fixture folder and a runner with a fresh cache; QVERIFY-style failures via the Status.
+Status open_fixture(const QString& name, int threads, Fixture* f) {
+  const std::string dir = test::fixture_path("models/" + name.toStdString());
+  LoadOptions options;
+  options.load_tokenizer = false;
+  LATHE_ASSIGN_OR_RETURN(f->model, load_model(dir, options));
+  f->ref = read_reference(dir);
+  if (f->ref.logits.empty()) return not_found(dir + ": reference.json / reference.f32 missing");
+  CpuRunnerOptions ro;
+  ro.num_threads = threads;
+  LATHE_ASSIGN_OR_RETURN(f->runner, create_cpu_model_runner(f->model, ro));
+  return f->runner->allocate_kv_cache(kNumBlocks, kBlockSize);
+}
+
+}  // namespace
+
+class CpuRunnerTest : public QObject {
+  Q_OBJECT
+
+  void add_fixtures() {
+    QTest::addColumn<QString>("fixture");
+    for (const char* name :
+         {"llama_tied", "llama3_untied_bf16", "mistral_f16", "qwen2_tied", "qwen3_untied_bf16"})
+      QTest::newRow(name) << QString(name);
+  }
+
+ private slots:
+  void prefill_in_one_step_matches_transformers_data() { add_fixtures(); }
+  void prefill_in_one_step_matches_transformers() {
+    QFETCH(QString, fixture);
+    Fixture f;
+    LATHE_QVERIFY_OK(open_fixture(fixture, 2, &f));
+    QCOMPARE(f.runner->vocab_size(), f.ref.vocab);
+    std::mt19937 rng(1);
+    int32_t max_blocks;
+    std::vector<Seq> seqs = make_seqs(f.ref, rng, &max_blocks);
+    std::vector<int32_t> all;
+    for (const Seq& s : seqs) all.push_back(static_cast<int32_t>(s.tokens.size()));
+    const ModelInput in = make_step(seqs, all, max_blocks);
+    Result<std::vector<float>> logits = f.runner->compute_logits(in);
+    LATHE_QVERIFY_RESULT(logits);
+    QCOMPARE(logits->size(), seqs.size() * size_t(f.ref.vocab));
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      const double d =
+          max_diff(logits->data() + s * f.ref.vocab, f.ref.row(s, all[s] - 1), f.ref.vocab);
+      QVERIFY2(d <= kTolerance, qPrintable(QString("sequence %1: max |Δ| %2").arg(s).arg(d)));
+    }
+  }
+
+  void chunked_prefill_matches_transformers_data() { add_fixtures(); }
+  void chunked_prefill_matches_transformers() {
+    QFETCH(QString, fixture);
+    Fixture f;
+    LATHE_QVERIFY_OK(open_fixture(fixture, 2, &f));
+    std::mt19937 rng(2);
+    int32_t max_blocks;
+    std::vector<Seq> seqs = make_seqs(f.ref, rng, &max_blocks);
+    // Chunks of 5 and 3 tokens: chunk boundaries fall inside blocks; the shorter sequence finishes
+    // first and later steps hold one sequence only.
+    const int32_t chunk[2] = {5, 3};
+    int checked = 0;
+    for (;;) {
+      std::vector<int32_t> n;
+      for (size_t s = 0; s < seqs.size(); ++s)
+        n.push_back(std::min<int32_t>(
+            chunk[s % 2], static_cast<int32_t>(seqs[s].tokens.size()) - seqs[s].computed));
+      if (std::all_of(n.begin(), n.end(), [](int32_t v) { return v == 0; })) break;
+      const ModelInput in = make_step(seqs, n, max_blocks);
+      Result<std::vector<float>> logits = f.runner->compute_logits(in);
+      LATHE_QVERIFY_RESULT(logits);
+      size_t row = 0;
+      for (size_t s = 0; s < seqs.size(); ++s) {
+        if (n[s] == 0) continue;
+        const double d = max_diff(logits->data() + row++ * f.ref.vocab,
+                                  f.ref.row(s, seqs[s].computed - 1), f.ref.vocab);
+        QVERIFY2(d <= kTolerance,
+                 qPrintable(
+                     QString("sequence %1 at %2: max |Δ| %3").arg(s).arg(seqs[s].computed).arg(d)));
+        ++checked;
+      }
+    }
+    QVERIFY(checked >= 8);
+  }
+
+  void decode_token_by_token_matches_transformers_data() { add_fixtures(); }
+  void decode_token_by_token_matches_transformers() {
+    QFETCH(QString, fixture);
+    Fixture f;
+    LATHE_QVERIFY_OK(open_fixture(fixture, 2, &f));
+    std::mt19937 rng(3);
+    int32_t max_blocks;
+    std::vector<Seq> seqs = make_seqs(f.ref, rng, &max_blocks);
+    double worst = 0;
+    int checked = 0;
+    for (;;) {
+      std::vector<int32_t> n;
+      for (const Seq& s : seqs)
+        n.push_back(s.computed < static_cast<int32_t>(s.tokens.size()) ? 1 : 0);
+      if (std::all_of(n.begin(), n.end(), [](int32_t v) { return v == 0; })) break;
+      const ModelInput in = make_step(seqs, n, max_blocks);
+      Result<std::vector<float>> logits = f.runner->compute_logits(in);
+      LATHE_QVERIFY_RESULT(logits);
+      size_t row = 0;
+      for (size_t s = 0; s < seqs.size(); ++s) {
+        if (n[s] == 0) continue;
+        worst = std::max(worst, max_diff(logits->data() + row++ * f.ref.vocab,
+                                         f.ref.row(s, seqs[s].computed - 1), f.ref.vocab));
+        ++checked;
+      }
+    }
+    QCOMPARE(checked, int(f.ref.tokens[0].size() + f.ref.tokens[1].size()));  // every position
+    qInfo("%s: max |Δ| over every position %.2e", qPrintable(fixture), worst);
+    QVERIFY2(worst <= kTolerance, qPrintable(QString("max |Δ| %1").arg(worst)));
+  }
+
+  void batched_equals_alone_and_threads_do_not_matter() {
+    Fixture two, one;
+    LATHE_QVERIFY_OK(open_fixture("qwen2_tied", 2, &two));
+    LATHE_QVERIFY_OK(open_fixture("qwen2_tied", 1, &one));
+    std::mt19937 rng(4);
+    int32_t max_blocks;
+    std::vector<Seq> seqs = make_seqs(two.ref, rng, &max_blocks);
+    std::vector<Seq> copy = seqs;
+    // Both sequences prefilled together on 2 threads ...
+    Result<std::vector<float>> both =
+        two.runner->compute_logits(make_step(seqs, {19, 13}, max_blocks));
+    LATHE_QVERIFY_RESULT(both);
+    // ... and the second alone on 1 thread: the same bits.
+    Result<std::vector<float>> alone =
+        one.runner->compute_logits(make_step(copy, {0, 13}, max_blocks));
+    LATHE_QVERIFY_RESULT(alone);
+    QVERIFY(std::memcmp(alone->data(), both->data() + two.ref.vocab,
+                        two.ref.vocab * sizeof(float)) == 0);
+  }
+
+  void execute_samples_the_argmax_when_greedy() {
+    Fixture f;
+    LATHE_QVERIFY_OK(open_fixture("llama_tied", 2, &f));
+    std::mt19937 rng(5);
+    int32_t max_blocks;
+    std::vector<Seq> seqs = make_seqs(f.ref, rng, &max_blocks);
+    ModelInput in = make_step(seqs, {19, 13}, max_blocks);
+    in.sampling[1].num_logprobs = 2;
+    Result<ModelOutput> out = f.runner->execute(in);
+    LATHE_QVERIFY_RESULT(out);
+    QCOMPARE(out->tokens.size(), size_t{2});
+    for (size_t s = 0; s < 2; ++s) {
+      const float* ref = f.ref.row(s, static_cast<int32_t>(f.ref.tokens[s].size()) - 1);
+      QCOMPARE(out->tokens[s].token, int32_t(std::max_element(ref, ref + f.ref.vocab) - ref));
+    }
+    QCOMPARE(out->tokens[1].top_logprobs.size(), size_t{2});
+    QCOMPARE(out->tokens[1].top_logprobs[0].token, out->tokens[1].token);
+    QVERIFY(out->tokens[1].logprob < 0);
+  }
+
+  void bad_inputs_are_errors_not_crashes() {
+    Fixture f;
+    LATHE_QVERIFY_OK(open_fixture("llama_tied", 1, &f));
+    std::mt19937 rng(6);
+    int32_t max_blocks;
+    std::vector<Seq> seqs = make_seqs(f.ref, rng, &max_blocks);
+    ModelInput in = make_step(seqs, {4, 0}, max_blocks);
+    ModelInput bad = in;
+    bad.token_ids[1] = 300;  // vocab is 300
+    QVERIFY(!f.runner->execute(bad).is_ok());
+    bad = in;
+    bad.block_tables[0] = kNumBlocks;
+    QVERIFY(!f.runner->execute(bad).is_ok());
+    bad = in;
+    bad.positions[2] = 7;
+    QVERIFY(!f.runner->execute(bad).is_ok());
+    bad = in;
+    bad.slot_mapping[0] += 1;
+    QVERIFY(!f.runner->execute(bad).is_ok());
+    QVERIFY(f.runner->execute(in).is_ok());
+
+    // A runner without a cache refuses to run.
+    CpuRunnerOptions ro;
+    Result<std::unique_ptr<ModelRunner>> fresh = create_cpu_model_runner(f.model, ro);
+    LATHE_QVERIFY_RESULT(fresh);
+    QVERIFY(!(*fresh)->execute(in).is_ok());
+  }
+
+  void dummy_weights_are_seeded_and_sane() {
+    LoadOptions lo;
+    lo.load_format = LoadFormat::kDummy;
+    lo.load_tokenizer = false;
+    Result<LoadedModel> model = load_model(test::fixture_path("models/qwen3_untied_bf16"), lo);
+    LATHE_QVERIFY_RESULT(model);
+    QCOMPARE(model->format, ModelFormat::kDummy);
+    auto run = [&](uint64_t seed) -> std::vector<float> {
+      CpuRunnerOptions ro;
+      ro.dummy_seed = seed;
+      Result<std::unique_ptr<ModelRunner>> r = create_cpu_model_runner(*model, ro);
+      if (!r.is_ok() || !(*r)->allocate_kv_cache(kNumBlocks, kBlockSize).is_ok()) return {};
+      Reference ref;
+      ref.tokens = {{1, 5, 9, 200, 7, 3}};
+      std::mt19937 rng(7);
+      int32_t max_blocks;
+      std::vector<Seq> seqs = make_seqs(ref, rng, &max_blocks);
+      Result<std::vector<float>> logits = (*r)->compute_logits(make_step(seqs, {6}, max_blocks));
+      return logits.is_ok() ? *logits : std::vector<float>{};
+    };
+    const std::vector<float> a = run(1), b = run(1), c = run(2);
+    QCOMPARE(a.size(), size_t{300});
+    QVERIFY(std::all_of(a.begin(), a.end(),
+                        [](float v) { return std::isfinite(v) && std::abs(v) < 10; }));
+    QVERIFY(a == b);
+    QVERIFY(a != c);
+  }
+
+  void memory_info_describes_the_cpu() {
+    Fixture f;
+    LATHE_QVERIFY_OK(open_fixture("llama_tied", 2, &f));
+    const DeviceMemoryInfo& m = f.runner->memory_info();
+    QVERIFY(QString::fromStdString(m.device_name).startsWith("CPU (2 threads"));
+    QVERIFY(m.total_bytes > 0);
+    QCOMPARE(m.weight_bytes, f.model.weights.total_bytes());
+    QVERIFY(m.kv_budget_bytes > 0 && m.kv_budget_bytes <= (int64_t{1} << 30));
+    // K and V, 3 layers, 2 KV heads of 16 floats, per token.
+    QCOMPARE(f.runner->kv_block_bytes(16), int64_t{2 * 3 * 2 * 16 * 4 * 16});
+  }
+};
+
+QTEST_GUILESS_MAIN(CpuRunnerTest)
+#include "cpu_runner_test.moc"
