@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <thread>
 #include <vector>
 
 #include "engine/core/dtype.h"
@@ -88,6 +89,37 @@ class CoreTest : public QObject {
       });
       for (auto& h : hits) QCOMPARE(h.load(), 1);
     }
+  }
+
+  void thread_pool_back_to_back_calls() {
+    // Thousands of short calls in a row (a decode step's pattern) all complete and sum correctly,
+    // including calls whose chunk count is below the pool size.
+    ThreadPool pool(4);
+    std::atomic<int64_t> total{0};
+    int64_t expected = 0;
+    for (int iter = 0; iter < 5000; ++iter) {
+      const int64_t n = 1 + iter % 37;
+      expected += n * (n - 1) / 2;
+      pool.parallel_for(n, [&](int64_t b, int64_t e) {
+        int64_t local = 0;
+        for (int64_t i = b; i < e; ++i) local += i;
+        total += local;
+      });
+    }
+    QCOMPARE(total.load(), expected);
+  }
+
+  void thread_pool_serializes_concurrent_callers() {
+    ThreadPool pool(2);
+    std::atomic<int64_t> total{0};
+    auto caller = [&] {
+      for (int i = 0; i < 500; ++i)
+        pool.parallel_for(64, [&](int64_t b, int64_t e) { total += e - b; });
+    };
+    std::thread a(caller), b(caller);
+    a.join();
+    b.join();
+    QCOMPARE(total.load(), int64_t{2 * 500 * 64});
   }
 
   void mapped_file_errors_name_the_file() {
