@@ -1,0 +1,36 @@
+// RMSNorm fused with the residual add (cpu::add_rms_norm's contract; cpu::rms_norm when x is null):
+//   for r < rows, with s = row_index ? row_index[r] : r:
+//     h = residual[s, :] (+ float(x[s, :]) when x != null)
+//     residual[s, :] = h                            (only when x != null and row_index == null)
+//     out[r, :] = (h * inv_rms) * weight,  inv_rms = float(1 / sqrt(sum(h^2) / dim + eps)), the sum
+//                                           in double as the CPU reference computes it
+//   residual: [*, dim] float32 (the residual stream); x: [*, dim] of `dtype` (a matmul output);
+//   weight: [dim] float32; out: [rows, dim] of `dtype`. row_index gathers rows (the final norm of
+//   the sampled tokens only) and leaves the residual untouched.
+// Launch: one block of 256 threads per row.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "engine/core/dtype.h"
+#include "engine/core/status.h"
+
+namespace lathe::cuda {
+
+struct AddRmsNormArgs {
+  float* residual = nullptr;
+  const void* x = nullptr;
+  const float* weight = nullptr;
+  void* out = nullptr;
+  const int32_t* row_index = nullptr;
+  int64_t rows = 0;
+  int64_t dim = 0;
+  float eps = 1e-5f;
+  DType dtype = DType::kBF16;
+};
+
+Status add_rms_norm(const AddRmsNormArgs& args, cudaStream_t stream);
+
+}  // namespace lathe::cuda

@@ -1,0 +1,120 @@
+#include "engine/backend/cuda/cuda_common.h"
+
+#include <atomic>
+#include <cstdlib>
+
+#include "engine/core/strings.h"
+
+namespace lathe::cuda {
+
+Status cuda_error(cudaError_t err, const std::string& what) {
+  std::string msg = what + ": " + cudaGetErrorName(err) + ": " + cudaGetErrorString(err);
+  if (err == cudaErrorMemoryAllocation) {
+    return out_of_memory(
+        msg +
+        " (lower --gpu-memory-utilization, --max-num-seqs, --max-num-batched-tokens or "
+        "--max-model-len, or free the GPU of other processes)");
+  }
+  return internal_error(msg);
+}
+
+Status cublas_error(cublasStatus_t st, const std::string& what) {
+  std::string msg = what + ": " + cublasLtGetStatusName(st) + ": " + cublasLtGetStatusString(st);
+  if (st == CUBLAS_STATUS_ALLOC_FAILED) return out_of_memory(msg);
+  return internal_error(msg);
+}
+
+Status check_launch(const char* kernel) {
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return cuda_error(err, std::string("launch of ") + kernel);
+  return Status();
+}
+
+namespace {
+std::atomic<int> g_pdl{-1};  // -1: not decided yet
+}  // namespace
+
+bool pdl_enabled() {
+  int v = g_pdl.load(std::memory_order_relaxed);
+  if (v < 0) {
+    const char* env = std::getenv("LATHE_CUDA_PDL");
+    int dev = 0, major = 0;
+    if (env != nullptr && std::string(env) == "0") {
+      v = 0;
+    } else if (cudaGetDevice(&dev) != cudaSuccess ||
+               cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) !=
+                   cudaSuccess) {
+      cudaGetLastError();
+      v = 0;
+    } else {
+      v = major >= 9 ? 1 : 0;
+    }
+    int expected = -1;
+    g_pdl.compare_exchange_strong(expected, v, std::memory_order_relaxed);
+    v = g_pdl.load(std::memory_order_relaxed);
+  }
+  return v == 1;
+}
+
+void disable_pdl() {
+  g_pdl.store(0, std::memory_order_relaxed);
+}
+
+Result<DeviceProps> device_props(int ordinal) {
+  DeviceProps p;
+  p.ordinal = ordinal;
+  cudaDeviceProp prop{};
+  LATHE_CUDA_TRY(cudaGetDeviceProperties(&prop, ordinal));
+  p.name = prop.name;
+  p.sm_count = prop.multiProcessorCount;
+  p.major = prop.major;
+  p.minor = prop.minor;
+  p.total_bytes = static_cast<int64_t>(prop.totalGlobalMem);
+  p.l2_bytes = prop.l2CacheSize;
+  p.max_smem_optin = static_cast<int>(prop.sharedMemPerBlockOptin);
+  return p;
+}
+
+Status DeviceBuffer::allocate(int64_t bytes, const std::string& what) {
+  reset();
+  if (bytes <= 0) return Status();
+  void* p = nullptr;
+  const cudaError_t err = cudaMalloc(&p, static_cast<size_t>(bytes));
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // clear the error so later launches do not report it
+    return cuda_error(err,
+                      "cudaMalloc(" + what + ", " + format_bytes(static_cast<double>(bytes)) + ")");
+  }
+  ptr_ = p;
+  bytes_ = bytes;
+  return Status();
+}
+
+void DeviceBuffer::reset() {
+  if (ptr_ != nullptr) cudaFree(ptr_);
+  ptr_ = nullptr;
+  bytes_ = 0;
+}
+
+Status PinnedBuffer::allocate(int64_t bytes, const std::string& what) {
+  reset();
+  if (bytes <= 0) return Status();
+  void* p = nullptr;
+  const cudaError_t err = cudaHostAlloc(&p, static_cast<size_t>(bytes), cudaHostAllocDefault);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return cuda_error(
+        err, "cudaHostAlloc(" + what + ", " + format_bytes(static_cast<double>(bytes)) + ")");
+  }
+  ptr_ = p;
+  bytes_ = bytes;
+  return Status();
+}
+
+void PinnedBuffer::reset() {
+  if (ptr_ != nullptr) cudaFreeHost(ptr_);
+  ptr_ = nullptr;
+  bytes_ = 0;
+}
+
+}  // namespace lathe::cuda

@@ -1,0 +1,174 @@
+// The CUDA model runner: the Llama-family forward pass (Llama, Mistral, Qwen2 with QKV bias, Qwen3
+// with per-head QK RMSNorm) on one GPU, over a paged KV cache of the runner's dtype, with sampling
+// on the device. Mirrors CpuModelRunner's structure (engine/backend/cpu/cpu_model_runner.h), op for
+// op:
+//
+//   residual = embedding(tokens)                                    f32 residual stream
+//   per layer: x = add_rms_norm(residual, prev) ; qkv = x·Wqkvᵀ ; qkv_rope_kv (bias, qk-norm, RoPE,
+//              KV write) ; a = attention ; o = a·Woᵀ ; x = add_rms_norm(residual, o) ;
+//              gu = x·Wguᵀ ; s = swiglu(gu) ; prev = s·Wdownᵀ
+//   x = add_rms_norm(residual, prev) for the sampled rows only ; logits = x·Wlmᵀ (f32)
+//   process_logits (banned, penalties) ; sample_tokens
+//
+// A step: check and pack the inputs on the host (step_inputs.h), one asynchronous copy to the
+// device, then either replay the CUDA graph of the decode bucket (decode-only steps of up to
+// max_num_seqs sequences, padded to the bucket) or launch the layers eagerly (prefill and mixed
+// steps: FlashInfer prefill attention when built in, else Lathe's split-KV kernel), then the
+// sampler, one copy of the sampled tokens back, one synchronization. Every buffer is allocated at
+// creation or in allocate_kv_cache(); serving never allocates device memory. One thread drives a
+// runner (ModelRunner's contract).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/backend/cuda/cuda_common.h"
+#include "engine/backend/cuda/cuda_runner_factory.h"
+#include "engine/backend/cuda/cuda_weights.h"
+#include "engine/backend/cuda/gemm.h"
+#include "engine/backend/cuda/linear.h"
+#include "engine/backend/cuda/prefill_attention.h"
+#include "engine/backend/cuda/step_inputs.h"
+#include "engine/model/model_config.h"
+#include "engine/runtime/model_runner.h"
+
+namespace lathe::cuda {
+
+// Phases of a step, for the profiling mode.
+enum class Phase : int {
+  kEmbedding,
+  kNorm,
+  kQkvGemm,
+  kRopeKv,
+  kAttention,
+  kOGemm,
+  kGateUpGemm,
+  kSwiglu,
+  kDownGemm,
+  kLmHead,
+  kSampler,
+  kCount
+};
+const char* phase_name(Phase p);
+
+// Wall-clock host time of the last execute(), microseconds.
+struct StepTimes {
+  double prepare_us = 0;  // checking and packing the inputs
+  double launch_us = 0;   // copies, graph launch or kernel launches, sampler launches
+  double wait_us = 0;     // waiting for the GPU
+  double finish_us = 0;   // building the ModelOutput
+  bool graph = false;     // replayed a CUDA graph
+  int32_t bucket = 0;     // graph bucket (padded batch) when graph
+};
+
+class CudaModelRunner final : public ModelRunner {
+ public:
+  static Result<std::unique_ptr<CudaModelRunner>> create(const LoadedModel& model,
+                                                         const CudaRunnerOptions& options);
+  ~CudaModelRunner() override;
+
+  const DeviceMemoryInfo& memory_info() const override { return memory_; }
+  int64_t kv_block_bytes(int32_t block_size) const override;
+  Status allocate_kv_cache(int32_t num_blocks, int32_t block_size) override;
+  Result<ModelOutput> execute(const ModelInput& input) override;
+  Result<std::vector<float>> compute_logits(const ModelInput& input) override;
+  int64_t vocab_size() const override { return config_.vocab_size; }
+
+  // For tools and tests.
+  const StepTimes& last_step_times() const { return times_; }
+  // Profiling: steps run eagerly with CUDA events between phases; phase_ms() accumulates GPU time
+  // per phase over the profiled steps.
+  void set_profiling(bool on);
+  const std::array<double, static_cast<size_t>(Phase::kCount)>& phase_ms() const {
+    return phase_ms_;
+  }
+  int32_t profiled_steps() const { return profiled_steps_; }
+  void reset_profile();
+  const std::vector<LinearTiming>& linear_timings() const { return linear_->timings(); }
+  const std::vector<int32_t>& graph_buckets() const { return buckets_; }
+  bool uses_flashinfer() const { return prefill_ != nullptr; }
+  std::string plan_summary() const;
+
+ private:
+  enum class AttnPath { kDecode, kFlashInfer, kOwn };
+
+  CudaModelRunner() = default;
+  Status init(const LoadedModel& model, const CudaRunnerOptions& options);
+  Status create_prefill_attention();
+  Status allocate_buffers();
+  Status allocate_step_buffers();
+  Status profile_step();
+  Status plan_memory();
+  // The actionable error when one max_model_len sequence needs more KV cache than kv_budget.
+  Status check_one_sequence_fits(int64_t kv_budget) const;
+  Status capture_graphs();
+  // Warms up and captures the decode step of bucket b (with event records between phases when
+  // with_events, for the profiling mode).
+  Status capture_one(int32_t b, bool with_events, cudaGraphExec_t* exec);
+
+  // Packs, copies and runs the forward pass up to the logits. Leaves the packed step in packed_.
+  Status run_forward(const ModelInput& input);
+  Status forward(const StepArrays& d, int32_t num_tokens, int32_t num_seqs, int32_t num_lm_rows,
+                 AttnPath path, int32_t splits);
+  Status sample();
+  Status ensure_events();
+  Status record_event(Phase p);
+  Status record_start();
+  Status mark(Phase p);
+  Status collect_profile();
+  int32_t bucket_for(int32_t num_seqs) const;
+
+  ModelConfig config_;
+  CudaRunnerOptions options_;
+  DeviceProps props_;
+  cudaStream_t stream_ = nullptr;
+  DeviceMemoryInfo memory_;
+  int64_t free_at_start_ = 0;
+
+  DeviceWeights weights_;
+  DeviceBuffer inv_freq_;
+  std::unique_ptr<Gemm> gemm_;
+  std::unique_ptr<LinearDispatcher> linear_;
+  std::unique_ptr<PrefillAttention> prefill_;
+  bool force_own_attention_ = false;
+
+  // Activations for up to max_tokens_ tokens and max_seqs_ sequences.
+  int32_t max_tokens_ = 0, max_seqs_ = 0, max_model_len_ = 0;
+  DeviceBuffer residual_, xnorm_, qkv_, attn_out_, proj_out_, gate_up_, act_, logits_;
+  DeviceBuffer attn_ws_, counts_, sampled_, top_;
+  DeviceBuffer step_dev_;
+  PinnedBuffer step_host_, sampled_host_, top_host_;
+  StepLimits limits_;
+  PackedStep packed_;
+  AttnPath last_path_ = AttnPath::kDecode;
+
+  // KV cache: per layer K then V, each [num_blocks, block_size, num_kv_heads, head_dim].
+  DeviceBuffer kv_;
+  int32_t num_blocks_ = 0, block_size_ = 16;
+  int64_t kv_layer_elems_ = 0;
+
+  // Decode graphs by bucket size.
+  std::vector<int32_t> buckets_;
+  std::map<int32_t, cudaGraphExec_t> graphs_;
+  std::map<int32_t, cudaGraphExec_t> profile_graphs_;
+
+  StepTimes times_;
+  bool profiling_ = false;  // profiling mode requested
+  bool recording_ = false;  // mark() records events (while launching or capturing a profiled step)
+  bool capturing_ = false;  // inside a stream capture: events become graph nodes
+  bool profile_graphs_failed_ = false;
+  size_t profile_graph_events_ = 0;
+  std::vector<cudaEvent_t> events_;
+  std::vector<Phase> event_phase_;
+  size_t events_used_ = 0;
+  std::array<double, static_cast<size_t>(Phase::kCount)> phase_ms_{};
+  int32_t profiled_steps_ = 0;
+};
+
+}  // namespace lathe::cuda

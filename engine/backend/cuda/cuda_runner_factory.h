@@ -1,0 +1,53 @@
+// Creates the CUDA model runner. Plain C++: the engine core includes this header from code that is
+// built without CUDA headers (and only calls it when LATHE_WITH_CUDA is defined).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/core/dtype.h"
+#include "engine/core/status.h"
+#include "engine/runtime/model_runner.h"
+
+namespace lathe {
+
+struct LoadedModel;
+
+// Sizes of 0 select the GPU defaults: 256 sequences, 8192 tokens, the model's context, blocks
+// of 16.
+struct CudaRunnerOptions {
+  int32_t device = 0;          // CUDA device ordinal
+  DType dtype = DType::kBF16;  // activations, weights and KV cache: bf16 or f16
+  bool enforce_eager = false;  // no CUDA graphs (every step launched kernel by kernel)
+  int32_t max_num_seqs = 256;  // sequences per step: batch slots, graph buckets, sampler rows
+  int32_t max_num_batched_tokens = 8192;  // tokens per step: activation buffers, the profiling step
+  int32_t max_model_len = 0;  // tokens per sequence; 0 = the model's max_position_embeddings
+  int32_t block_size = 16;    // KV tokens per block the engine will use (may differ at allocation)
+  double gpu_memory_utilization = 0.90;  // share of device memory Lathe may use, (0, 1]
+  uint64_t dummy_seed = 0;  // seed of ModelFormat::kDummy weights (same values as the CPU's)
+};
+
+// Loads `model` onto the GPU (weights once, dequantizing GGUF types), allocates every activation
+// buffer and workspace for the options' limits, runs one profiling step of max_num_batched_tokens
+// to measure the activation peak, and sets memory_info().kv_budget_bytes to what remains under
+// gpu_memory_utilization. Fails with an actionable message when even one max_model_len sequence
+// does not fit, e.g. "max-model-len 131072 needs 16.0 GiB of KV cache for one sequence; 5.2 GiB are
+// free after weights and activations; use --max-model-len <= 41000 or raise
+// --gpu-memory-utilization". allocate_kv_cache() then allocates the cache and captures the decode
+// CUDA graphs (unless enforce_eager). The runner does not keep references into `model`.
+Result<std::unique_ptr<ModelRunner>> create_cuda_model_runner(const LoadedModel& model,
+                                                              const CudaRunnerOptions& options);
+
+// Whether a usable CUDA device exists (driver present, at least one device of compute capability
+// 8.0 or newer). When not, `why` (if given) says why, e.g. "no CUDA driver
+// (cudaErrorInsufficientDriver)".
+bool cuda_device_available(std::string* why = nullptr);
+// The same for one device ordinal (it exists and has compute capability 8.0 or newer).
+bool cuda_device_usable(int32_t device, std::string* why = nullptr);
+
+// "NVIDIA H200 (139.8 GiB, compute 9.0, 132 SMs, driver 13.0)" for `lathe inspect` and load logs;
+// the error text when the device is not usable.
+std::string cuda_device_description(int32_t device = 0);
+
+}  // namespace lathe

@@ -1,0 +1,155 @@
+#include "engine/backend/cuda/cuda_common.h"
+#include "engine/backend/cuda/gemv.h"
+#include "engine/backend/cuda/kernel_utils.cuh"
+
+namespace lathe::cuda {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kRows = 2;  // output rows per block
+
+// 16 bytes of weights that are read exactly once: do not keep them in L1.
+__device__ __forceinline__ uint4 load_stream(const void* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+  return r;
+}
+
+template <typename T>
+__device__ __forceinline__ float dot8(const uint4& a, const uint4& b, float acc) {
+  const T* x = reinterpret_cast<const T*>(&a);
+  const T* y = reinterpret_cast<const T*>(&b);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) acc = fmaf(to_float(x[i]), to_float(y[i]), acc);
+  return acc;
+}
+
+// Vectors per thread per loop iteration: more loads in flight for small M (fewer x registers).
+template <int M>
+__host__ __device__ constexpr int unroll_for() {
+  return M <= 2 ? 4 : (M <= 4 ? 2 : 1);
+}
+
+template <typename T, typename OutT, int M>
+__global__ void __launch_bounds__(kThreads)
+    gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, OutT* __restrict__ y, int64_t n,
+                int64_t k) {
+  constexpr int U = unroll_for<M>();
+  pdl_begin();
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kRows;
+  const int64_t kv = k / 8;
+  float acc[M][kRows];
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) acc[m][r] = 0.f;
+
+  const T* wrow[kRows];
+  bool valid[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    valid[r] = n0 + r < n;
+    wrow[r] = w + (valid[r] ? n0 + r : n0) * k;
+  }
+
+  for (int64_t base = threadIdx.x; base < kv; base += kThreads * U) {
+    uint4 wv[U][kRows];
+    uint4 xv[U][M];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t v = base + static_cast<int64_t>(u) * kThreads;
+      if (v < kv) {
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) wv[u][r] = load_stream(wrow[r] + v * 8);
+#pragma unroll
+        for (int m = 0; m < M; ++m)
+          xv[u][m] = __ldg(reinterpret_cast<const uint4*>(x + m * k + v * 8));
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t v = base + static_cast<int64_t>(u) * kThreads;
+      if (v < kv) {
+#pragma unroll
+        for (int m = 0; m < M; ++m)
+#pragma unroll
+          for (int r = 0; r < kRows; ++r) acc[m][r] = dot8<T>(xv[u][m], wv[u][r], acc[m][r]);
+      }
+    }
+  }
+
+  __shared__ float partial[kThreads / 32][M * kRows];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const float s = warp_sum(acc[m][r]);
+      if (lane == 0) partial[warp][m * kRows + r] = s;
+    }
+  __syncthreads();
+  if (threadIdx.x < M * kRows) {
+    const int m = threadIdx.x / kRows, r = threadIdx.x % kRows;
+    float s = 0.f;
+#pragma unroll
+    for (int wi = 0; wi < kThreads / 32; ++wi) s += partial[wi][threadIdx.x];
+    if (n0 + r < n) y[m * n + n0 + r] = from_float<OutT>(s);
+  }
+}
+
+template <typename T, typename OutT, int M>
+cudaError_t launch(const void* x, const void* w, void* y, int64_t n, int64_t k,
+                   cudaStream_t stream) {
+  const dim3 blocks(static_cast<unsigned>(ceil_div(n, kRows)));
+  return launch_kernel(gemv_kernel<T, OutT, M>, blocks, dim3(kThreads), 0, stream,
+                       static_cast<const T*>(x), static_cast<const T*>(w), static_cast<OutT*>(y), n,
+                       k);
+}
+
+template <typename T, typename OutT>
+cudaError_t launch_m(int64_t m, const void* x, const void* w, void* y, int64_t n, int64_t k,
+                     cudaStream_t stream) {
+  switch (m) {
+    case 1:
+      return launch<T, OutT, 1>(x, w, y, n, k, stream);
+    case 2:
+      return launch<T, OutT, 2>(x, w, y, n, k, stream);
+    case 3:
+      return launch<T, OutT, 3>(x, w, y, n, k, stream);
+    case 4:
+      return launch<T, OutT, 4>(x, w, y, n, k, stream);
+    case 5:
+      return launch<T, OutT, 5>(x, w, y, n, k, stream);
+    case 6:
+      return launch<T, OutT, 6>(x, w, y, n, k, stream);
+    case 7:
+      return launch<T, OutT, 7>(x, w, y, n, k, stream);
+    default:
+      return launch<T, OutT, 8>(x, w, y, n, k, stream);
+  }
+}
+
+}  // namespace
+
+Status gemv(DType dtype, DType out_dtype, const void* x, const void* w, void* y, int64_t m,
+            int64_t n, int64_t k, cudaStream_t stream) {
+  if (!is_act_dtype(dtype)) return invalid_argument("gemv: dtype must be bf16 or f16");
+  if (out_dtype != dtype && out_dtype != DType::kF32)
+    return invalid_argument("gemv: output must be the input dtype or f32");
+  if (m < 1 || m > kGemvMaxM) return invalid_argument("gemv: M must be in [1, 8]");
+  if (k % 8 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(w) % 16 != 0)
+    return invalid_argument("gemv: K must be a multiple of 8 and x, w 16-byte aligned");
+  if (n <= 0) return Status();
+  cudaError_t err = cudaSuccess;
+  LATHE_DISPATCH_ACT(dtype, T, {
+    err = out_dtype == DType::kF32 ? launch_m<T, float>(m, x, w, y, n, k, stream)
+                                   : launch_m<T, T>(m, x, w, y, n, k, stream);
+  });
+  if (err != cudaSuccess) return cuda_error(err, "launch of gemv_kernel");
+  return check_launch("gemv_kernel");
+}
+
+}  // namespace lathe::cuda

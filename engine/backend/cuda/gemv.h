@@ -1,0 +1,25 @@
+// Matrix-vector products for small batches (decode): y[m, n] = sum_k x[m, k] * w[n, k] for m < M,
+// M in [1, kGemvMaxM]. Bandwidth-bound: every weight byte is read once with 16-byte streaming
+// loads, float32 accumulation. cuBLASLt often reaches only part of the HBM bandwidth at M = 1 with
+// bf16; the Linear dispatcher times both at load and picks the faster per shape (linear.h).
+//   x: [M, K] of `dtype` (row stride K); w: [N, K] of `dtype`; y: [M, N] of `out_dtype` (`dtype` or
+//   f32). K % 8 == 0 and x, w 16-byte aligned (checked).
+// Launch: one block of 128 threads per kGemvRows rows of w; threads stride over K in 8-element
+// vectors, several loads in flight per thread; a block reduction per output.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "engine/core/dtype.h"
+#include "engine/core/status.h"
+
+namespace lathe::cuda {
+
+constexpr int kGemvMaxM = 8;
+
+Status gemv(DType dtype, DType out_dtype, const void* x, const void* w, void* y, int64_t m,
+            int64_t n, int64_t k, cudaStream_t stream);
+
+}  // namespace lathe::cuda

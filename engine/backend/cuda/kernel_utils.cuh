@@ -1,0 +1,141 @@
+// Device-side helpers shared by the .cu files of the CUDA backend: element conversions for the two
+// activation types (bf16, f16), 16-byte vectors of 8 elements, warp and block reductions, and the
+// dtype dispatch used by every op's host function.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <utility>
+
+#include "engine/backend/cuda/cuda_common.h"
+#include "engine/core/dtype.h"
+
+namespace lathe::cuda {
+
+// Programmatic dependent launch (Hopper): every forward-pass kernel starts with this. It waits
+// until the kernel before it in the stream has completed and its writes are visible (so the kernel
+// may read anything), then lets the next kernel be scheduled onto SMs this one's last wave leaves
+// free, which hides the launch latency between dependent kernels (inside CUDA graphs too). Without
+// the launch attribute, or before sm_90, both instructions are no-ops.
+__device__ __forceinline__ void pdl_begin() {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// Launches `kernel`, with the programmatic-stream-serialization attribute when pdl_enabled().
+template <typename... Params, typename... Args>
+cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                          cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  // Only on explicit streams (the runner's): the legacy default stream keeps ordinary launches.
+  cfg.numAttrs = stream != nullptr && pdl_enabled() ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+template <typename T>
+__device__ __forceinline__ float to_float(T v);
+template <>
+__device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <>
+__device__ __forceinline__ float to_float<__half>(__half v) {
+  return __half2float(v);
+}
+template <>
+__device__ __forceinline__ float to_float<float>(float v) {
+  return v;
+}
+
+// Round to nearest even, as lathe::f32_to_bf16 / f32_to_f16 do on the host.
+template <typename T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <>
+__device__ __forceinline__ float from_float<float>(float v) {
+  return v;
+}
+
+// 8 elements of a 16-bit type in one 16-byte load/store (addresses must be 16-byte aligned).
+template <typename T>
+struct alignas(16) Vec8 {
+  T v[8];
+};
+
+template <typename T>
+__device__ __forceinline__ void load8(const T* p, float (&out)[8]) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(p);
+  const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) out[i] = to_float(e[i]);
+}
+
+template <typename T>
+__device__ __forceinline__ void store8(T* p, const float (&in)[8]) {
+  uint4 raw;
+  T* e = reinterpret_cast<T*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) e[i] = from_float<T>(in[i]);
+  *reinterpret_cast<uint4*>(p) = raw;
+}
+
+template <typename V>
+__device__ __forceinline__ V warp_sum(V v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result.
+// `scratch` holds 32 values; the function synchronizes the block twice.
+template <typename V>
+__device__ __forceinline__ V block_sum(V v, V* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  v = warp_sum(v);
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  V total = lane < nwarps ? scratch[lane] : V(0);
+  total = warp_sum(total);
+  __syncthreads();
+  return total;
+}
+
+}  // namespace lathe::cuda
+
+// Runs the body with `T` bound to the device type of `dtype` (bf16 or f16).
+#define LATHE_DISPATCH_ACT(dtype, T, ...)   \
+  do {                                      \
+    if ((dtype) == ::lathe::DType::kBF16) { \
+      using T = __nv_bfloat16;              \
+      __VA_ARGS__                           \
+    } else {                                \
+      using T = __half;                     \
+      __VA_ARGS__                           \
+    }                                       \
+  } while (0)

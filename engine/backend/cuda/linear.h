@@ -1,0 +1,61 @@
+// Linear layers on the GPU: y[M, N] = x[M, K] · w[N, K]ᵀ, choosing per shape between the bandwidth-
+// bound gemv kernel (small M) and cuBLASLt. The choice for M <= kGemvMaxM is measured once at load
+// (autotune(): both paths timed with CUDA events on the real weights) and kept in a table; larger M
+// always goes to cuBLASLt. Before autotune, gemv serves M <= 2.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "engine/backend/cuda/gemm.h"
+#include "engine/backend/cuda/gemv.h"
+#include "engine/core/dtype.h"
+#include "engine/core/status.h"
+
+namespace lathe::cuda {
+
+struct LinearWeight {
+  const void* w = nullptr;  // [n, k] of the runner's dtype, on the device
+  int64_t n = 0;
+  int64_t k = 0;
+  std::string name;  // for reports ("qkv", "lm_head")
+};
+
+// One autotuned (shape, M): both timings, in microseconds.
+struct LinearTiming {
+  std::string name;
+  int64_t n = 0, k = 0, m = 0;
+  double gemv_us = 0, cublas_us = 0;
+  bool use_gemv = false;
+};
+
+class LinearDispatcher {
+ public:
+  LinearDispatcher(Gemm* gemm, DType dtype) : gemm_(gemm), dtype_(dtype) {}
+
+  Status run(const LinearWeight& w, DType out_dtype, const void* x, void* y, int64_t m,
+             cudaStream_t stream) const;
+
+  // x_scratch: kGemvMaxM * max k elements; y_scratch: kGemvMaxM * max n floats. Contents are
+  // overwritten (x is filled with a constant, never zeros).
+  Status autotune(const std::vector<std::pair<LinearWeight, DType>>& shapes, void* x_scratch,
+                  void* y_scratch, cudaStream_t stream);
+  const std::vector<LinearTiming>& timings() const { return timings_; }
+
+ private:
+  using Key = std::tuple<int64_t, int64_t, int>;
+  bool use_gemv(const LinearWeight& w, DType out_dtype, int64_t m) const;
+
+  Gemm* gemm_;
+  DType dtype_;
+  std::map<Key, std::array<bool, kGemvMaxM + 1>> table_;
+  std::vector<LinearTiming> timings_;
+};
+
+}  // namespace lathe::cuda

@@ -1,0 +1,90 @@
+#include <cmath>
+
+#include "engine/backend/cuda/cuda_common.h"
+#include "engine/backend/cuda/kernel_utils.cuh"
+#include "engine/backend/cuda/random_fill.h"
+#include "engine/core/philox.h"
+
+namespace lathe::cuda {
+namespace {
+
+template <typename D>
+__global__ void random_fill_kernel(D* __restrict__ dst, int64_t n, int64_t offset, float half_width,
+                                   uint64_t seed, uint64_t stream_id) {
+  const int64_t first_counter = offset / 4;
+  const int64_t last_counter = (offset + n - 1) / 4;
+  for (int64_t c = first_counter + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       c <= last_counter; c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const Philox4 r = philox4x32_10(
+        static_cast<uint32_t>(c), static_cast<uint32_t>(static_cast<uint64_t>(c) >> 32),
+        static_cast<uint32_t>(stream_id), static_cast<uint32_t>(stream_id >> 32),
+        static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t i = 4 * c + j - offset;
+      if (i < 0 || i >= n) continue;
+      const float u = __fmul_rn(static_cast<float>(r.v[j] >> 8), 1.0f / 16777216.0f);
+      const float value = __fmul_rn(__fsub_rn(__fmul_rn(2.0f, u), 1.0f), half_width);
+      dst[i] = from_float<D>(__bfloat162float(__float2bfloat16_rn(value)));
+    }
+  }
+}
+
+template <typename D>
+__global__ void constant_fill_kernel(D* __restrict__ dst, int64_t n, float value) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    dst[i] = from_float<D>(value);
+}
+
+int grid_for(int64_t n) {
+  return static_cast<int>(std::min<int64_t>(ceil_div(n, 256), 8192));
+}
+
+}  // namespace
+
+Status random_fill(DType dtype, void* dst, int64_t n, int64_t element_offset, float std,
+                   uint64_t seed, uint64_t stream_id, cudaStream_t stream) {
+  if (n <= 0) return Status();
+  // The CPU computes std * sqrt(3) in float: std::sqrt(3.0f) rounded, then the product rounded.
+  const float half_width = std * std::sqrt(3.0f);
+  const int blocks = grid_for(ceil_div(n, 4) + 1);
+  switch (dtype) {
+    case DType::kBF16:
+      random_fill_kernel<<<blocks, 256, 0, stream>>>(static_cast<__nv_bfloat16*>(dst), n,
+                                                     element_offset, half_width, seed, stream_id);
+      break;
+    case DType::kF16:
+      random_fill_kernel<<<blocks, 256, 0, stream>>>(static_cast<__half*>(dst), n, element_offset,
+                                                     half_width, seed, stream_id);
+      break;
+    case DType::kF32:
+      random_fill_kernel<<<blocks, 256, 0, stream>>>(static_cast<float*>(dst), n, element_offset,
+                                                     half_width, seed, stream_id);
+      break;
+    default:
+      return invalid_argument("random_fill: dtype must be bf16, f16 or f32");
+  }
+  return check_launch("random_fill_kernel");
+}
+
+Status constant_fill(DType dtype, void* dst, int64_t n, float value, cudaStream_t stream) {
+  if (n <= 0) return Status();
+  switch (dtype) {
+    case DType::kBF16:
+      constant_fill_kernel<<<grid_for(n), 256, 0, stream>>>(static_cast<__nv_bfloat16*>(dst), n,
+                                                            value);
+      break;
+    case DType::kF16:
+      constant_fill_kernel<<<grid_for(n), 256, 0, stream>>>(static_cast<__half*>(dst), n, value);
+      break;
+    case DType::kF32:
+      constant_fill_kernel<<<grid_for(n), 256, 0, stream>>>(static_cast<float*>(dst), n, value);
+      break;
+    default:
+      return invalid_argument("constant_fill: dtype must be bf16, f16 or f32");
+  }
+  return check_launch("constant_fill_kernel");
+}
+
+}  // namespace lathe::cuda

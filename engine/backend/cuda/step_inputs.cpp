@@ -1,0 +1,262 @@
+#include "engine/backend/cuda/step_inputs.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "engine/core/strings.h"
+
+namespace lathe::cuda {
+namespace {
+
+int64_t align16(int64_t v) {
+  return (v + 15) / 16 * 16;
+}
+
+bool has_penalties(const SamplingRow& r) {
+  return r.repetition_penalty != 1.0f || r.presence_penalty != 0.0f || r.frequency_penalty != 0.0f;
+}
+
+int64_t pages_of(int32_t seq_len, int32_t block_size) {
+  return (seq_len + block_size - 1) / block_size;
+}
+
+}  // namespace
+
+StepLayout StepLayout::make(int64_t t, int64_t s) {
+  StepLayout l;
+  int64_t off = 0;
+  auto take = [&off](int64_t bytes) {
+    const int64_t o = off;
+    off = align16(off + bytes);
+    return o;
+  };
+  l.token_ids = take(4 * t);
+  l.positions = take(4 * t);
+  l.slot_mapping = take(8 * t);
+  l.query_start = take(4 * (s + 1));
+  l.seq_lens = take(4 * s);
+  l.kv_indptr = take(4 * (s + 1));
+  l.kv_last_page_len = take(4 * s);
+  l.lm_rows = take(4 * s);
+  l.sampling = take(static_cast<int64_t>(sizeof(DeviceSamplingRow)) * s);
+  l.kv_indices = off;
+  l.fixed_bytes = off;
+  return l;
+}
+
+StepArrays StepArrays::at(void* base, const StepLayout& l) {
+  uint8_t* b = static_cast<uint8_t*>(base);
+  StepArrays a;
+  a.token_ids = reinterpret_cast<int32_t*>(b + l.token_ids);
+  a.positions = reinterpret_cast<int32_t*>(b + l.positions);
+  a.slot_mapping = reinterpret_cast<int64_t*>(b + l.slot_mapping);
+  a.query_start = reinterpret_cast<int32_t*>(b + l.query_start);
+  a.seq_lens = reinterpret_cast<int32_t*>(b + l.seq_lens);
+  a.kv_indptr = reinterpret_cast<int32_t*>(b + l.kv_indptr);
+  a.kv_last_page_len = reinterpret_cast<int32_t*>(b + l.kv_last_page_len);
+  a.lm_rows = reinterpret_cast<int32_t*>(b + l.lm_rows);
+  a.sampling = reinterpret_cast<DeviceSamplingRow*>(b + l.sampling);
+  a.kv_indices = reinterpret_cast<int32_t*>(b + l.kv_indices);
+  return a;
+}
+
+Status check_step(const ModelInput& in, const StepLimits& lim) {
+  const int32_t t_count = in.num_tokens(), s_count = in.num_seqs();
+  if (t_count == 0 || s_count == 0)
+    return invalid_argument("a step needs at least one token and one sequence");
+  if (t_count > lim.max_tokens)
+    return invalid_argument(strformat(
+        "step of %d tokens exceeds max-num-batched-tokens (%d) the CUDA runner was planned for",
+        t_count, lim.max_tokens));
+  if (s_count > lim.max_seqs)
+    return invalid_argument(
+        strformat("step of %d sequences exceeds max-num-seqs (%d) the CUDA runner was planned for",
+                  s_count, lim.max_seqs));
+  if (in.positions.size() != static_cast<size_t>(t_count) ||
+      in.slot_mapping.size() != static_cast<size_t>(t_count))
+    return invalid_argument("token_ids, positions and slot_mapping must have the same length");
+  if (in.query_start.size() != static_cast<size_t>(s_count) + 1 || in.query_start[0] != 0 ||
+      in.query_start[s_count] != t_count)
+    return invalid_argument("query_start must have num_seqs + 1 entries from 0 to num_tokens");
+  if (in.max_blocks_per_seq <= 0 ||
+      in.block_tables.size() !=
+          static_cast<size_t>(s_count) * static_cast<size_t>(in.max_blocks_per_seq))
+    return invalid_argument("block_tables must hold num_seqs rows of max_blocks_per_seq entries");
+  if (in.sampling.size() != in.sample_seqs.size())
+    return invalid_argument("sample_seqs and sampling must have the same length");
+  for (size_t i = 0; i < in.sample_seqs.size(); ++i) {
+    if (in.sample_seqs[i] < 0 || in.sample_seqs[i] >= s_count ||
+        (i > 0 && in.sample_seqs[i] <= in.sample_seqs[i - 1]))
+      return invalid_argument("sample_seqs must be ascending indices of scheduled sequences");
+    if (in.sampling[i].num_logprobs > lim.max_logprobs)
+      return invalid_argument(
+          strformat("the CUDA backend returns at most %d top logprobs, %d were asked",
+                    lim.max_logprobs, in.sampling[i].num_logprobs));
+  }
+  const int64_t num_slots = static_cast<int64_t>(lim.num_blocks) * lim.block_size;
+  int64_t total_pages = 0;
+  for (int32_t s = 0; s < s_count; ++s) {
+    const int32_t q0 = in.query_start[s], q1 = in.query_start[s + 1];
+    const int32_t len = in.seq_lens[s];
+    if (q1 <= q0 || len < q1 - q0)
+      return invalid_argument(
+          strformat("sequence %d: %d query tokens but context length %d", s, q1 - q0, len));
+    const int64_t pages = pages_of(len, lim.block_size);
+    if (pages > in.max_blocks_per_seq)
+      return invalid_argument(
+          strformat("sequence %d: context length %d needs more than max_blocks_per_seq (%d) blocks",
+                    s, len, in.max_blocks_per_seq));
+    total_pages += pages;
+    const int32_t* table = in.block_tables.data() + static_cast<int64_t>(s) * in.max_blocks_per_seq;
+    for (int64_t b = 0; b < pages; ++b)
+      if (table[b] < 0 || table[b] >= lim.num_blocks)
+        return invalid_argument(strformat("sequence %d: block id %d outside the cache's %d blocks",
+                                          s, table[b], lim.num_blocks));
+    for (int32_t t = q0; t < q1; ++t) {
+      const int32_t pos = len - (q1 - q0) + (t - q0);
+      if (in.positions[t] != pos)
+        return invalid_argument(
+            strformat("token %d of sequence %d: position %d, expected %d from seq_lens", t, s,
+                      in.positions[t], pos));
+      const int64_t slot = in.slot_mapping[t];
+      if (slot >= num_slots ||
+          (slot >= 0 &&
+           table[pos / lim.block_size] * int64_t{lim.block_size} + pos % lim.block_size != slot))
+        return invalid_argument(
+            strformat("token %d of sequence %d: slot %lld does not match its block table", t, s,
+                      static_cast<long long>(slot)));
+      if (in.token_ids[t] < 0 || in.token_ids[t] >= lim.vocab_size)
+        return invalid_argument(strformat("token id %d is outside the vocabulary (%lld)",
+                                          in.token_ids[t], static_cast<long long>(lim.vocab_size)));
+    }
+  }
+  if (total_pages > lim.max_pages)
+    return invalid_argument(strformat(
+        "step references %lld KV pages, more than the %lld the CUDA runner holds room for",
+        static_cast<long long>(total_pages), static_cast<long long>(lim.max_pages)));
+  return Status();
+}
+
+int64_t step_bytes(const ModelInput& in, const StepLimits& lim, int32_t pad_to) {
+  const int32_t s_count = std::max(in.num_seqs(), pad_to);
+  const int32_t t_count = in.num_tokens() + (s_count - in.num_seqs());
+  int64_t pages = 0;
+  for (int32_t len : in.seq_lens) pages += pages_of(len, lim.block_size);
+  int64_t tail = 0;
+  for (const SamplingRow& r : in.sampling) {
+    tail += static_cast<int64_t>(r.banned_tokens.size());
+    if (has_penalties(r)) tail += static_cast<int64_t>(r.history_tokens.size());
+  }
+  return align16(StepLayout::make(t_count, s_count).fixed_bytes + 4 * pages) + align16(4 * tail) +
+         16;
+}
+
+Status pack_step(const ModelInput& in, const StepLimits& lim, int32_t pad_to, bool graph_rows,
+                 uint8_t* host, int64_t host_capacity, int64_t device_capacity, PackedStep* out) {
+  const int32_t real_s = in.num_seqs(), real_t = in.num_tokens();
+  const int32_t s_count = std::max(real_s, pad_to);
+  const int32_t t_count = real_t + (s_count - real_s);
+  const int64_t need = step_bytes(in, lim, pad_to);
+  if (need > host_capacity || need > device_capacity)
+    return invalid_argument(
+        strformat("step inputs need %lld bytes, more than the %lld the CUDA runner reserved",
+                  static_cast<long long>(need),
+                  static_cast<long long>(std::min(host_capacity, device_capacity))));
+  PackedStep& p = *out;
+  p = PackedStep();
+  p.layout = StepLayout::make(t_count, s_count);
+  p.num_tokens = t_count;
+  p.num_seqs = s_count;
+  StepArrays a = StepArrays::at(host, p.layout);
+
+  std::memcpy(a.token_ids, in.token_ids.data(), sizeof(int32_t) * real_t);
+  std::memcpy(a.positions, in.positions.data(), sizeof(int32_t) * real_t);
+  std::memcpy(a.slot_mapping, in.slot_mapping.data(), sizeof(int64_t) * real_t);
+  std::memcpy(a.query_start, in.query_start.data(), sizeof(int32_t) * (real_s + 1));
+  std::memcpy(a.seq_lens, in.seq_lens.data(), sizeof(int32_t) * real_s);
+  for (int32_t t = real_t; t < t_count; ++t) {
+    a.token_ids[t] = 0;
+    a.positions[t] = 0;
+    a.slot_mapping[t] = -1;
+  }
+  for (int32_t s = real_s; s < s_count; ++s) {
+    a.query_start[s + 1] = a.query_start[s] + 1;
+    a.seq_lens[s] = 0;
+  }
+
+  // Page lists in CSR form.
+  int64_t n = 0;
+  a.kv_indptr[0] = 0;
+  for (int32_t s = 0; s < s_count; ++s) {
+    const int32_t len = a.seq_lens[s];
+    const int64_t pages = pages_of(len, lim.block_size);
+    if (pages > 0) {
+      std::memcpy(a.kv_indices + n,
+                  in.block_tables.data() + static_cast<int64_t>(s) * in.max_blocks_per_seq,
+                  sizeof(int32_t) * pages);
+    }
+    n += pages;
+    a.kv_indptr[s + 1] = static_cast<int32_t>(n);
+    a.kv_last_page_len[s] =
+        pages > 0 ? len - static_cast<int32_t>((pages - 1) * lim.block_size) : 0;
+  }
+  p.num_pages = n;
+
+  // Rows that reach the LM head and the sampling rows that read them.
+  const int32_t num_samples = static_cast<int32_t>(in.sample_seqs.size());
+  p.num_samples = num_samples;
+  if (graph_rows) {
+    for (int32_t s = 0; s < s_count; ++s) a.lm_rows[s] = s;
+    p.num_lm_rows = s_count;
+  } else {
+    for (int32_t i = 0; i < num_samples; ++i)
+      a.lm_rows[i] = in.query_start[in.sample_seqs[i] + 1] - 1;
+    p.num_lm_rows = num_samples;
+  }
+
+  p.banned_offset = align16(p.layout.fixed_bytes + 4 * n);
+  int32_t* banned = reinterpret_cast<int32_t*>(host + p.banned_offset);
+  int64_t nb = 0;
+  for (const SamplingRow& r : in.sampling) nb += static_cast<int64_t>(r.banned_tokens.size());
+  p.history_offset = align16(p.banned_offset + 4 * nb);
+  int32_t* history = reinterpret_cast<int32_t*>(host + p.history_offset);
+  int32_t b_used = 0, h_used = 0;
+  for (int32_t i = 0; i < num_samples; ++i) {
+    const SamplingRow& r = in.sampling[i];
+    DeviceSamplingRow d;
+    d.temperature = r.temperature;
+    d.top_p = r.top_p;
+    d.min_p = r.min_p;
+    d.repetition_penalty = r.repetition_penalty;
+    d.presence_penalty = r.presence_penalty;
+    d.frequency_penalty = r.frequency_penalty;
+    d.top_k = r.top_k;
+    d.num_logprobs = r.num_logprobs;
+    d.seed = r.seed;
+    d.step = r.step;
+    d.logits_row = graph_rows ? in.sample_seqs[i] : i;
+    d.banned_begin = b_used;
+    if (!r.banned_tokens.empty()) {
+      std::memcpy(banned + b_used, r.banned_tokens.data(),
+                  sizeof(int32_t) * r.banned_tokens.size());
+      b_used += static_cast<int32_t>(r.banned_tokens.size());
+      p.needs_processing = true;
+    }
+    d.banned_end = b_used;
+    d.history_begin = d.history_prompt_end = d.history_end = h_used;
+    if (has_penalties(r)) {
+      const int32_t len = static_cast<int32_t>(r.history_tokens.size());
+      std::memcpy(history + h_used, r.history_tokens.data(), sizeof(int32_t) * len);
+      d.history_prompt_end = h_used + std::clamp(r.history_prompt_len, 0, len);
+      h_used += len;
+      d.history_end = h_used;
+      p.needs_processing = true;
+    }
+    if (r.num_logprobs >= 0) p.needs_logprobs = true;
+    a.sampling[i] = d;
+  }
+  p.bytes = p.history_offset + 4 * static_cast<int64_t>(h_used);
+  return Status();
+}
+
+}  // namespace lathe::cuda

@@ -1,0 +1,89 @@
+// Packing one step's ModelInput into a single buffer that crosses to the GPU with one asynchronous
+// copy. The same layout is used in page-locked host memory and in device memory.
+//
+// Layout for a step of (up to) T tokens and S sequences, each array 16-byte aligned:
+//   token_ids [T] i32 | positions [T] i32 | slot_mapping [T] i64 | query_start [S+1] i32 |
+//   seq_lens [S] i32 | kv_indptr [S+1] i32 | kv_last_page_len [S] i32 | lm_rows [S] i32 |
+//   sampling [S] DeviceSamplingRow | kv_indices [...] i32 | banned [...] i32 | history [...] i32
+// The offsets depend only on (T, S), so a CUDA graph captured for a decode bucket of B sequences
+// (T = S = B) reads its inputs from fixed addresses on every replay. Only the used prefix is
+// copied.
+//
+// Decode buckets are padded to B: padding sequence b has one token (id 0, position 0, slot -1: no
+// KV write), seq_len 0 and no pages, so attention gives it zeros; its logits row is never sampled.
+// lm_rows are the hidden-state rows that reach the LM head: the last token of each sampled sequence
+// (eager), or every row of the bucket (graph; a decode step's rows are its sequences). The sampling
+// rows point at their logits row accordingly.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/backend/cuda/sampling_rows.h"
+#include "engine/core/status.h"
+#include "engine/runtime/model_io.h"
+
+namespace lathe::cuda {
+
+struct StepLayout {
+  int64_t token_ids = 0, positions = 0, slot_mapping = 0, query_start = 0, seq_lens = 0,
+          kv_indptr = 0, kv_last_page_len = 0, lm_rows = 0, sampling = 0, kv_indices = 0;
+  int64_t fixed_bytes = 0;  // == kv_indices: where the variable part starts
+
+  static StepLayout make(int64_t max_tokens, int64_t max_seqs);
+};
+
+// Typed views of one layout over a base address (host or device).
+struct StepArrays {
+  int32_t* token_ids = nullptr;
+  int32_t* positions = nullptr;
+  int64_t* slot_mapping = nullptr;
+  int32_t* query_start = nullptr;
+  int32_t* seq_lens = nullptr;
+  int32_t* kv_indptr = nullptr;
+  int32_t* kv_last_page_len = nullptr;
+  int32_t* lm_rows = nullptr;
+  DeviceSamplingRow* sampling = nullptr;
+  int32_t* kv_indices = nullptr;
+
+  static StepArrays at(void* base, const StepLayout& layout);
+};
+
+// Limits the runner was planned for; pack() refuses steps outside them.
+struct StepLimits {
+  int32_t max_tokens = 0;
+  int32_t max_seqs = 0;
+  int32_t block_size = 16;
+  int32_t num_blocks = 0;  // KV blocks allocated
+  int64_t max_pages = 0;   // capacity of kv_indices
+  int64_t vocab_size = 0;
+  int32_t max_logprobs = kMaxTopLogprobs;
+};
+
+// What pack() produced, beyond the bytes.
+struct PackedStep {
+  StepLayout layout;
+  int32_t num_tokens = 0;   // padded (graph) or real
+  int32_t num_seqs = 0;     // padded (graph) or real
+  int32_t num_lm_rows = 0;  // rows of logits computed
+  int32_t num_samples = 0;  // sampled rows
+  int64_t num_pages = 0;
+  int64_t banned_offset = 0;      // bytes from the base: banned ids
+  int64_t history_offset = 0;     // bytes from the base: history tokens
+  int64_t bytes = 0;              // bytes to copy
+  bool needs_processing = false;  // some row has banned tokens or penalties
+  bool needs_logprobs = false;
+};
+
+// Checks `in` against `limits` (the invariants the kernels rely on: ids in range, slots and pages
+// inside the cache, monotonic query_start, positions matching seq_lens) and writes it to `host`,
+// growing `host` (page-locked) when the variable part does not fit. pad_to > num_seqs pads a
+// decode-only step to a graph bucket. `device_capacity` bounds the bytes.
+Status check_step(const ModelInput& in, const StepLimits& limits);
+Status pack_step(const ModelInput& in, const StepLimits& limits, int32_t pad_to, bool graph_rows,
+                 uint8_t* host, int64_t host_capacity, int64_t device_capacity, PackedStep* out);
+
+// Bytes pack_step() needs for `in` (to grow the host buffer first).
+int64_t step_bytes(const ModelInput& in, const StepLimits& limits, int32_t pad_to);
+
+}  // namespace lathe::cuda

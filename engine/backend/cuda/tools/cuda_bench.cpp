@@ -1,0 +1,529 @@
+// lathe_cuda_bench: drives the CUDA model runner directly with ModelInput steps (no engine core),
+// so the backend's figures can be taken on their own: batch-1 latency, one long prefill, decode at
+// a range of batch sizes, where a decode step's time goes (profile), and an offline throughput run
+// with a minimal continuous-batching loop (chunked prefill under the token budget, decodes first,
+// KV blocks reserved per request at admission, no preemption). Each figure is printed next to its
+// bound:
+//   decode: bytes read per step (weights + KV) / measured copy bandwidth
+//   prefill and throughput: FLOPs (matmuls + attention) / measured BF16 GEMM rate
+//
+//   lathe_cuda_bench --model benchmarks/configs/llama-3.1-8b [--copy-gbps G] [--gemm-tflops T]
+//       [--latency 512,128] [--prefill 2048] [--decode 1,8,32,64,128,256] [--context 512]
+//       [--profile 1,64] [--throughput 1000,1024,128] [--max-num-seqs 256]
+//       [--max-num-batched-tokens 8192] [--max-model-len 4096] [--gpu-memory-utilization 0.9]
+//       [--dtype bf16|f16] [--enforce-eager] [--skip LIST]
+// The model is loaded with dummy weights unless --load-format auto is given.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/backend/cuda/cuda_model_runner.h"
+#include "engine/core/strings.h"
+#include "engine/model/loaded_model.h"
+#include "engine/model/model_loader.h"
+
+using namespace lathe;
+using namespace lathe::cuda;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+[[noreturn]] void die(const std::string& m) {
+  std::fprintf(stderr, "lathe_cuda_bench: %s\n", m.c_str());
+  std::exit(1);
+}
+void check(const Status& s) {
+  if (!s.is_ok()) die(s.message());
+}
+double ms_since(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+std::vector<int64_t> parse_list(const std::string& s) {
+  std::vector<int64_t> v;
+  for (const std::string& p : split(s, ',')) {
+    if (p.empty()) continue;
+    v.push_back(std::atoll(p.c_str()));
+  }
+  return v;
+}
+
+struct Seq {
+  std::vector<TokenId> tokens;
+  int32_t computed = 0;
+  int32_t target = 0;  // total length when done
+  std::vector<int32_t> blocks;
+};
+
+// Steps of (sequence, tokens to compute) chunks through the runner; blocks from a free list.
+class Driver {
+ public:
+  Driver(CudaModelRunner& r, int32_t num_blocks, int32_t block_size, int64_t vocab)
+      : r_(r), block_size_(block_size), vocab_(vocab) {
+    for (int32_t b = num_blocks - 1; b >= 0; --b) free_.push_back(b);
+  }
+  int32_t free_blocks() const { return static_cast<int32_t>(free_.size()); }
+  int32_t blocks_for(int32_t len) const { return (len + block_size_ - 1) / block_size_; }
+
+  // A new sequence with `prompt_len` random tokens that will grow to `total_len`.
+  bool admit(Seq& s, int32_t prompt_len, int32_t total_len, std::mt19937& rng) {
+    const int32_t need = blocks_for(total_len);
+    if (need > free_blocks()) return false;
+    s = Seq();
+    for (int32_t i = 0; i < prompt_len; ++i)
+      s.tokens.push_back(static_cast<TokenId>(rng() % vocab_));
+    s.target = total_len;
+    for (int32_t i = 0; i < need; ++i) {
+      s.blocks.push_back(free_.back());
+      free_.pop_back();
+    }
+    return true;
+  }
+  void release(Seq& s) {
+    for (int32_t b : s.blocks) free_.push_back(b);
+    s.blocks.clear();
+  }
+
+  // Runs one step computing chunks[i].second tokens of chunks[i].first; a sequence whose chunk
+  // reaches its last token is sampled and the token appended. Returns the step's wall time (ms).
+  double step(const std::vector<std::pair<Seq*, int32_t>>& chunks) {
+    ModelInput in;
+    int32_t max_blocks = 1;
+    for (const auto& [s, n] : chunks)
+      max_blocks = std::max(max_blocks, static_cast<int32_t>(s->blocks.size()));
+    in.max_blocks_per_seq = max_blocks;
+    in.query_start.push_back(0);
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      Seq& s = *chunks[i].first;
+      const int32_t n = chunks[i].second;
+      for (int32_t p = s.computed; p < s.computed + n; ++p) {
+        in.token_ids.push_back(s.tokens[static_cast<size_t>(p)]);
+        in.positions.push_back(p);
+        in.slot_mapping.push_back(int64_t{s.blocks[static_cast<size_t>(p / block_size_)]} *
+                                      block_size_ +
+                                  p % block_size_);
+      }
+      in.query_start.push_back(static_cast<int32_t>(in.token_ids.size()));
+      in.seq_lens.push_back(s.computed + n);
+      in.max_seq_len = std::max(in.max_seq_len, s.computed + n);
+      in.max_query_len = std::max(in.max_query_len, n);
+      std::vector<int32_t> row = s.blocks;
+      row.resize(static_cast<size_t>(max_blocks), 0);
+      in.block_tables.insert(in.block_tables.end(), row.begin(), row.end());
+      if (s.computed + n == static_cast<int32_t>(s.tokens.size())) {
+        in.sample_seqs.push_back(static_cast<int32_t>(i));
+        SamplingRow row_params;
+        row_params.temperature = 0.f;
+        in.sampling.push_back(row_params);
+      }
+    }
+    const auto t0 = Clock::now();
+    auto out = r_.execute(in);
+    const double ms = ms_since(t0);
+    check(out.status());
+    size_t k = 0;
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      Seq& s = *chunks[i].first;
+      s.computed += chunks[i].second;
+      if (s.computed == static_cast<int32_t>(s.tokens.size()))
+        s.tokens.push_back(out.value().tokens[k++].token);
+    }
+    return ms;
+  }
+
+  // Prefills every sequence (chunked by the token budget).
+  void prefill_all(std::vector<Seq>& seqs, int32_t budget) {
+    size_t i = 0;
+    while (i < seqs.size()) {
+      std::vector<std::pair<Seq*, int32_t>> chunks;
+      int32_t used = 0;
+      while (i < seqs.size() && used < budget) {
+        Seq& s = seqs[i];
+        const int32_t left = static_cast<int32_t>(s.tokens.size()) - s.computed;
+        const int32_t n = std::min(left, budget - used);
+        chunks.push_back({&s, n});
+        used += n;
+        if (n == left)
+          ++i;
+        else
+          break;
+      }
+      step(chunks);
+    }
+  }
+
+ private:
+  CudaModelRunner& r_;
+  int32_t block_size_;
+  int64_t vocab_;
+  std::vector<int32_t> free_;
+};
+
+struct Options {
+  std::string model = "benchmarks/configs/llama-3.1-8b";
+  bool dummy = true;
+  CudaRunnerOptions runner;
+  double copy_gbps = 0, gemm_tflops = 0;
+  std::vector<int64_t> latency = {512, 128};
+  int64_t prefill = 2048;
+  std::vector<int64_t> decode = {1, 8, 32, 64, 128, 256};
+  int64_t context = 512;
+  std::vector<int64_t> profile = {1, 64};
+  std::vector<int64_t> throughput = {1000, 1024, 128};
+  std::string skip;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  o.runner.max_model_len = 4096;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) die(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--model" || a == "-m")
+      o.model = next();
+    else if (a == "--load-format")
+      o.dummy = next() == "dummy";
+    else if (a == "--copy-gbps")
+      o.copy_gbps = std::atof(next().c_str());
+    else if (a == "--gemm-tflops")
+      o.gemm_tflops = std::atof(next().c_str());
+    else if (a == "--latency")
+      o.latency = parse_list(next());
+    else if (a == "--prefill")
+      o.prefill = std::atoll(next().c_str());
+    else if (a == "--decode")
+      o.decode = parse_list(next());
+    else if (a == "--context")
+      o.context = std::atoll(next().c_str());
+    else if (a == "--profile")
+      o.profile = parse_list(next());
+    else if (a == "--throughput")
+      o.throughput = parse_list(next());
+    else if (a == "--max-num-seqs")
+      o.runner.max_num_seqs = std::atoi(next().c_str());
+    else if (a == "--max-num-batched-tokens")
+      o.runner.max_num_batched_tokens = std::atoi(next().c_str());
+    else if (a == "--max-model-len")
+      o.runner.max_model_len = std::atoi(next().c_str());
+    else if (a == "--gpu-memory-utilization")
+      o.runner.gpu_memory_utilization = std::atof(next().c_str());
+    else if (a == "--dtype")
+      o.runner.dtype = next() == "f16" ? DType::kF16 : DType::kBF16;
+    else if (a == "--enforce-eager")
+      o.runner.enforce_eager = true;
+    else if (a == "--skip")
+      o.skip = next();
+    else if (a == "--help" || a == "-h") {
+      std::printf("see the comment at the top of engine/backend/cuda/tools/cuda_bench.cpp\n");
+      return 0;
+    } else {
+      die("unknown option " + a);
+    }
+  }
+  auto skipped = [&](const char* what) { return o.skip.find(what) != std::string::npos; };
+
+  LoadOptions lo;
+  lo.load_format = o.dummy ? LoadFormat::kDummy : LoadFormat::kAuto;
+  lo.load_tokenizer = false;
+  auto model = load_model(o.model, lo);
+  check(model.status());
+  const ModelConfig& c = model.value().config;
+  const auto t_load = Clock::now();
+  auto created = CudaModelRunner::create(model.value(), o.runner);
+  check(created.status());
+  CudaModelRunner& r = *created.value();
+  const DeviceMemoryInfo& mem = r.memory_info();
+  const int32_t bs = 16;
+  const int32_t num_blocks = static_cast<int32_t>(mem.kv_budget_bytes / r.kv_block_bytes(bs));
+  check(r.allocate_kv_cache(num_blocks, bs));
+  std::printf("model: %s (%s, %s parameters), %s\n", o.model.c_str(), c.name.c_str(),
+              format_count(static_cast<double>(c.num_parameters())).c_str(),
+              o.dummy ? "dummy weights" : "weights");
+  std::printf("runner: %s\n", r.plan_summary().c_str());
+  std::printf("KV cache: %d blocks x %d tokens; ready in %.1f s\n", num_blocks, bs,
+              ms_since(t_load) / 1e3);
+  for (const LinearTiming& t : r.linear_timings())
+    if (t.m == 1 || t.m == 8)
+      std::printf("linear %-14s M=%lld: gemv %.1f us, cuBLASLt %.1f us -> %s\n", t.name.c_str(),
+                  static_cast<long long>(t.m), t.gemv_us, t.cublas_us,
+                  t.use_gemv ? "gemv" : "cuBLASLt");
+
+  // Bytes and FLOPs of the model, for the bounds.
+  const int64_t h = c.hidden_size, ffn = c.intermediate_size, v = c.vocab_size;
+  const int64_t matrix_params =
+      c.num_layers * (h * (c.q_size() + 2 * c.kv_size()) + c.q_size() * h + 3 * h * ffn);
+  const double weight_bytes_per_step = 2.0 * static_cast<double>(matrix_params + v * h);
+  const double kv_per_token = static_cast<double>(c.kv_bytes_per_token(2));
+  auto decode_bound_tps = [&](int64_t batch, double avg_ctx) {
+    const double bytes = weight_bytes_per_step + batch * avg_ctx * kv_per_token;
+    return o.copy_gbps > 0 ? batch / (bytes / (o.copy_gbps * 1e9)) : 0.0;
+  };
+  std::mt19937 rng(1234);
+  Driver drv(r, num_blocks, bs, v);
+  std::vector<std::string> summary;
+
+  // 1. Batch-1 latency: prefill `in` tokens, then out - 1 decode steps.
+  if (!skipped("latency") && o.latency.size() == 2) {
+    const int32_t in = static_cast<int32_t>(o.latency[0]), out = static_cast<int32_t>(o.latency[1]);
+    std::vector<double> ttft, tpot, total;
+    for (int rep = 0; rep < 4; ++rep) {
+      std::vector<Seq> seqs(1);
+      if (!drv.admit(seqs[0], in, in + out, rng)) die("KV cache too small for the latency run");
+      const auto t0 = Clock::now();
+      const double first = drv.step({{&seqs[0], in}});
+      const auto t1 = Clock::now();
+      for (int32_t k = 1; k < out; ++k) drv.step({{&seqs[0], 1}});
+      const double decode_ms = ms_since(t1);
+      if (rep > 0) {  // the first run warms up
+        ttft.push_back(first);
+        tpot.push_back(decode_ms / (out - 1));
+        total.push_back(ms_since(t0));
+      }
+      drv.release(seqs[0]);
+    }
+    const double tp = std::accumulate(tpot.begin(), tpot.end(), 0.0) / tpot.size();
+    const double tt = std::accumulate(ttft.begin(), ttft.end(), 0.0) / ttft.size();
+    const double tot = std::accumulate(total.begin(), total.end(), 0.0) / total.size();
+    const double bound = decode_bound_tps(1, in + out / 2.0);
+    std::printf(
+        "\n[latency] batch 1, input %d, output %d: TTFT %.2f ms, TPOT %.3f ms (%.1f tok/s), "
+        "request %.1f ms\n",
+        in, out, tt, tp, 1e3 / tp, tot);
+    const auto& st = r.last_step_times();
+    std::printf(
+        "[latency] last decode step host time: prepare %.1f us, launch %.1f us, wait %.1f us, "
+        "finish %.1f us (graph %d)\n",
+        st.prepare_us, st.launch_us, st.wait_us, st.finish_us, st.graph ? st.bucket : 0);
+    if (bound > 0)
+      std::printf(
+          "[latency] roofline %.1f tok/s (%.2f GB/token at %.0f GB/s): %.1f%% of roofline\n", bound,
+          (weight_bytes_per_step + (in + out / 2.0) * kv_per_token) / 1e9, o.copy_gbps,
+          100.0 * (1e3 / tp) / bound);
+    summary.push_back(strformat(
+        "batch-1 decode (in %d, out %d)   %8.1f tok/s  TPOT %.3f ms  TTFT %.1f ms  %s", in, out,
+        1e3 / tp, tp, tt,
+        bound > 0 ? strformat("= %.1f%% of roofline %.0f tok/s", 100.0 * (1e3 / tp) / bound, bound)
+                        .c_str()
+                  : ""));
+  }
+
+  // 2. One prefill of `prefill` tokens.
+  if (!skipped("prefill") && o.prefill > 0 && o.prefill <= o.runner.max_num_batched_tokens) {
+    const int32_t n = static_cast<int32_t>(o.prefill);
+    std::vector<double> t;
+    for (int rep = 0; rep < 6; ++rep) {
+      Seq s;
+      if (!drv.admit(s, n, n + 1, rng)) die("KV cache too small for the prefill run");
+      const double ms = drv.step({{&s, n}});
+      if (rep > 0) t.push_back(ms);
+      drv.release(s);
+    }
+    std::sort(t.begin(), t.end());
+    const double ms = t[t.size() / 2];
+    const double flops =
+        2.0 * static_cast<double>(matrix_params) * n + 2.0 * v * h +
+        4.0 * c.num_layers * c.num_heads * c.head_dim * (static_cast<double>(n) * (n + 1) / 2.0);
+    const double tf = flops / (ms * 1e-3) / 1e12;
+    std::printf(
+        "\n[prefill] %d tokens: %.2f ms (median of 5), %.0f tokens/s, %.1f TFLOP/s (%.2f TFLOP "
+        "incl. attention)\n",
+        n, ms, n / (ms * 1e-3), tf, flops / 1e12);
+    if (o.gemm_tflops > 0)
+      std::printf("[prefill] %.1f%% of the measured BF16 GEMM peak %.0f TFLOP/s\n",
+                  100 * tf / o.gemm_tflops, o.gemm_tflops);
+    summary.push_back(strformat(
+        "prefill %d tokens               %8.2f ms    %.0f tok/s  %.0f TFLOP/s  %s", n, ms,
+        n / (ms * 1e-3), tf,
+        o.gemm_tflops > 0 ? strformat("= %.1f%% of GEMM peak", 100 * tf / o.gemm_tflops).c_str()
+                          : ""));
+  }
+
+  // 3. Decode at batch sizes: prefill B sequences of `context` tokens, then timed decode steps.
+  double step_ms_b64 = 0, cpu_us_b64 = 0;
+  if (!skipped("decode")) {
+    std::printf("\n[decode] context %lld tokens, 8 warm-up + 32 timed steps per batch size\n",
+                static_cast<long long>(o.context));
+    std::printf("[decode] %5s %10s %10s %12s %12s %10s %8s\n", "batch", "step_ms", "tok/s",
+                "host_us", "host_%", "bound_tok/s", "%bound");
+    std::string curve;
+    for (int64_t b : o.decode) {
+      if (b > o.runner.max_num_seqs) continue;
+      std::vector<Seq> seqs(static_cast<size_t>(b));
+      bool ok = true;
+      for (Seq& s : seqs)
+        ok = ok && drv.admit(s, static_cast<int32_t>(o.context),
+                             static_cast<int32_t>(o.context) + 48, rng);
+      if (!ok) {
+        std::printf("[decode] %5lld: KV cache too small, skipped\n", static_cast<long long>(b));
+        for (Seq& s : seqs) drv.release(s);
+        continue;
+      }
+      drv.prefill_all(seqs, o.runner.max_num_batched_tokens);
+      std::vector<std::pair<Seq*, int32_t>> chunks;
+      for (Seq& s : seqs) chunks.push_back({&s, 1});
+      for (int k = 0; k < 8; ++k) drv.step(chunks);
+      double host = 0;
+      const auto t0 = Clock::now();
+      for (int k = 0; k < 32; ++k) {
+        drv.step(chunks);
+        const auto& st = r.last_step_times();
+        host += st.prepare_us + st.launch_us + st.finish_us;
+      }
+      const double step = ms_since(t0) / 32;
+      host /= 32;
+      const double tps = b / (step * 1e-3);
+      const double bound = decode_bound_tps(b, o.context + 24);
+      std::printf("[decode] %5lld %10.3f %10.0f %12.1f %11.1f%% %10.0f %7.1f%%\n",
+                  static_cast<long long>(b), step, tps, host, 100 * host / (step * 1e3), bound,
+                  bound > 0 ? 100 * tps / bound : 0.0);
+      curve += strformat(" B%lld=%.0f", static_cast<long long>(b), tps);
+      if (b == 64) step_ms_b64 = step, cpu_us_b64 = host;
+      for (Seq& s : seqs) drv.release(s);
+    }
+    summary.push_back("decode tok/s (context " + std::to_string(o.context) + "):" + curve);
+    if (step_ms_b64 > 0)
+      summary.push_back(strformat(
+          "CPU overhead per step at batch 64: %.1f us of %.3f ms = %.2f%% (target < 10%%)",
+          cpu_us_b64, step_ms_b64, 100 * cpu_us_b64 / (step_ms_b64 * 1e3)));
+  }
+
+  // 4. Where a decode step's time goes: GPU time per phase (event records inside the CUDA graph).
+  if (!skipped("profile")) {
+    for (int64_t b : o.profile) {
+      if (b > o.runner.max_num_seqs) continue;
+      std::vector<Seq> seqs(static_cast<size_t>(b));
+      for (Seq& s : seqs)
+        drv.admit(s, static_cast<int32_t>(o.context), static_cast<int32_t>(o.context) + 40, rng);
+      drv.prefill_all(seqs, o.runner.max_num_batched_tokens);
+      std::vector<std::pair<Seq*, int32_t>> chunks;
+      for (Seq& s : seqs) chunks.push_back({&s, 1});
+      for (int k = 0; k < 4; ++k) drv.step(chunks);
+      double wall = 0, prep = 0, launch = 0, finish = 0;
+      for (int k = 0; k < 16; ++k) {
+        wall += drv.step(chunks);
+        const auto& st = r.last_step_times();
+        prep += st.prepare_us, launch += st.launch_us, finish += st.finish_us;
+      }
+      wall /= 16, prep /= 16, launch /= 16, finish /= 16;
+      r.set_profiling(true);
+      r.reset_profile();
+      drv.step(chunks);  // captures the profiled graph
+      r.reset_profile();
+      for (int k = 0; k < 16; ++k) drv.step(chunks);
+      r.set_profiling(false);
+      const auto& ph = r.phase_ms();
+      const double n = std::max(1, r.profiled_steps());
+      auto get = [&](Phase p) { return ph[static_cast<size_t>(p)] / n; };
+      const double gemm = get(Phase::kQkvGemm) + get(Phase::kOGemm) + get(Phase::kGateUpGemm) +
+                          get(Phase::kDownGemm) + get(Phase::kLmHead);
+      const double attn = get(Phase::kAttention);
+      const double other = get(Phase::kEmbedding) + get(Phase::kNorm) + get(Phase::kRopeKv) +
+                           get(Phase::kSwiglu) + get(Phase::kSampler);
+      const double gpu = gemm + attn + other;
+      const double cpu = (prep + finish) / 1e3;
+      const double gaps = std::max(0.0, wall - gpu - cpu);
+      std::printf("\n[profile] batch %lld, context %lld: step %.3f ms (wall, graph replay)\n",
+                  static_cast<long long>(b), static_cast<long long>(o.context), wall);
+      for (int p = 0; p < static_cast<int>(Phase::kCount); ++p)
+        std::printf("[profile]   %-14s %8.3f ms %5.1f%%\n", phase_name(static_cast<Phase>(p)),
+                    get(static_cast<Phase>(p)), 100 * get(static_cast<Phase>(p)) / wall);
+      std::printf(
+          "[profile]   host: prepare %.1f us, launch %.1f us (overlaps the GPU), finish %.1f us\n",
+          prep, launch, finish);
+      summary.push_back(strformat(
+          "profile B=%-4lld step %.3f ms: GEMM %.3f (%.0f%%), attention %.3f (%.0f%%), other "
+          "kernels "
+          "%.3f (%.0f%%), CPU %.3f (%.0f%%), gaps %.3f (%.0f%%)",
+          static_cast<long long>(b), wall, gemm, 100 * gemm / wall, attn, 100 * attn / wall, other,
+          100 * other / wall, cpu, 100 * cpu / wall, gaps, 100 * gaps / wall));
+      for (Seq& s : seqs) drv.release(s);
+    }
+  }
+
+  // 5. Offline throughput: N requests of I input and O output tokens.
+  if (!skipped("throughput") && o.throughput.size() == 3) {
+    const int64_t nreq = o.throughput[0];
+    const int32_t in = static_cast<int32_t>(o.throughput[1]),
+                  out = static_cast<int32_t>(o.throughput[2]);
+    const int32_t budget = o.runner.max_num_batched_tokens, max_seqs = o.runner.max_num_seqs;
+    std::vector<Seq> seqs(static_cast<size_t>(nreq));
+    std::vector<size_t> running;
+    size_t next = 0, done = 0;
+    int64_t steps = 0;
+    const auto t0 = Clock::now();
+    while (done < seqs.size()) {
+      while (next < seqs.size() && static_cast<int32_t>(running.size()) < max_seqs &&
+             drv.admit(seqs[next], in, in + out, rng))
+        running.push_back(next++);
+      std::vector<std::pair<Seq*, int32_t>> chunks;
+      int32_t used = 0;
+      for (size_t i : running) {  // decodes first
+        Seq& s = seqs[i];
+        if (s.computed == static_cast<int32_t>(s.tokens.size()) - 1 && s.computed >= in) {
+          chunks.push_back({&s, 1});
+          ++used;
+        }
+      }
+      for (size_t i : running) {  // then prefill chunks
+        Seq& s = seqs[i];
+        if (s.computed >= in || used >= budget) continue;
+        const int32_t n = std::min(in - s.computed, budget - used);
+        chunks.push_back({&s, n});
+        used += n;
+      }
+      if (chunks.empty()) die("throughput: no work and requests left (KV cache too small?)");
+      // The runner wants sequences in any order, but each at most once: chunks are distinct.
+      drv.step(chunks);
+      ++steps;
+      for (size_t k = 0; k < running.size();) {
+        Seq& s = seqs[running[k]];
+        if (static_cast<int32_t>(s.tokens.size()) >= s.target) {
+          drv.release(s);
+          running[k] = running.back();
+          running.pop_back();
+          ++done;
+        } else {
+          ++k;
+        }
+      }
+    }
+    const double sec = ms_since(t0) / 1e3;
+    const double total_tokens = static_cast<double>(nreq) * (in + out);
+    const double ceiling_s =
+        o.gemm_tflops > 0 ? total_tokens * 2.0 * c.num_parameters() / (o.gemm_tflops * 1e12) : 0;
+    std::printf(
+        "\n[throughput] %lld requests, input %d, output %d: %.1f s, %lld steps, %.2f req/s, %.0f "
+        "output tok/s, %.0f total tok/s\n",
+        static_cast<long long>(nreq), in, out, sec, static_cast<long long>(steps), nreq / sec,
+        nreq * out / sec, total_tokens / sec);
+    if (ceiling_s > 0)
+      std::printf(
+          "[throughput] compute ceiling %.1f s (tokens x 2 x params / GEMM peak): %.1f%% of it\n",
+          ceiling_s, 100 * ceiling_s / sec);
+    summary.push_back(strformat(
+        "throughput %lld x (%d in, %d out)  %8.0f output tok/s  %.0f total tok/s  %.2f req/s  %s",
+        static_cast<long long>(nreq), in, out, nreq * out / sec, total_tokens / sec, nreq / sec,
+        ceiling_s > 0 ? strformat("= %.1f%% of compute ceiling", 100 * ceiling_s / sec).c_str()
+                      : ""));
+  }
+
+  std::printf("\n==== lathe_cuda_bench summary: %s, %s ====\n", r.memory_info().device_name.c_str(),
+              std::string(dtype_name(o.runner.dtype)).c_str());
+  if (o.copy_gbps > 0 || o.gemm_tflops > 0)
+    std::printf(
+        "bounds (measured in this run): copy %.0f GB/s (read+write), BF16 GEMM %.0f TFLOP/s\n",
+        o.copy_gbps, o.gemm_tflops);
+  for (const std::string& s : summary) std::printf("%s\n", s.c_str());
+  return 0;
+}

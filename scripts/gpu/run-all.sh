@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# The CUDA backend's whole GPU run, for the H200 machine, in one call of about 5-8 minutes:
+#   bash scripts/gpu/run-all.sh          (from the repository root; carry: .devbin)
+# Prepare HERE first: scripts/gpu/pack-devbin.sh (builds and packs .devbin/lathe-gpu.tar.xz).
+#
+# Steps, each logged to $OUT (the device tool's output folder; /tmp/lathe-gpu-out elsewhere) and
+# each under its own time limit, so that one failure does not cost the others:
+#   1. nvidia-smi (device, driver, clocks as found; nothing is changed)
+#   2. lathe_gpu_bounds: device-to-device copy bandwidth (read+write) and the BF16 GEMM rate, measured
+#      in this run, plus gemv vs cuBLASLt on the decode-shaped matmuls
+#   3. the GPU tests (every test labelled gpu; what `ctest -L gpu` runs), as Qt Test binaries
+#   4. lathe_cuda_bench on Llama-3.1-8B shape, BF16, dummy weights: batch-1 latency (512 in, 128 out),
+#      one 2048-token prefill, decode tok/s at batch 1/8/32/64/128/256, the decode-step profile, and
+#      offline throughput (1000 x 1024 in / 128 out)
+#   5. the engine's own `lathe bench latency` and `lathe bench throughput` (issue 4's commands)
+#   6. compute-sanitizer memcheck on a subset of the op and attention tests (when time remains)
+# The last lines printed are a summary table (the device tool returns the last 12,000 characters).
+# Environment: LATHE_GPU_BUNDLE (default .devbin/lathe-gpu.tar.xz), LATHE_GPU_BUDGET_S (default 540),
+# LATHE_BENCH_ARGS (extra lathe_cuda_bench arguments), LATHE_SKIP (any of: tests bench cli sanitizer).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+OUT=${OUT:-/tmp/lathe-gpu-out}
+mkdir -p "$OUT"
+BUDGET=${LATHE_GPU_BUDGET_S:-540}
+SKIP=${LATHE_SKIP:-}
+START=$(date +%s)
+LOG="$OUT/run-all.log"
+: > "$LOG"
+log() { echo "[$(date +%H:%M:%S) +$(($(date +%s) - START))s] $*" | tee -a "$LOG"; }
+left() { echo $((BUDGET - ($(date +%s) - START))); }
+SUMMARY=()
+
+BUNDLE=${LATHE_GPU_BUNDLE:-.devbin/lathe-gpu.tar.xz}
+DIR=/tmp/lathe-gpu
+if [ ! -f "$BUNDLE" ]; then
+  log "no $BUNDLE: run scripts/gpu/pack-devbin.sh on the development machine and carry .devbin"
+  exit 2
+fi
+rm -rf "$DIR" && mkdir -p "$DIR" && xz -dc "$BUNDLE" | tar -C "$DIR" -xf -
+BIN=$DIR/bin
+export LD_LIBRARY_PATH="$DIR/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+export LATHE_TEST_DATA="$ROOT/tests/fixtures" QT_QPA_PLATFORM=offscreen
+# The default model (98 MB) is over the carry limit; the end-to-end test on it runs when it is found
+# here (staged by an earlier call into /tmp/lathe-models, or carried in .devbin/models), else skips.
+MODEL_FILE=SmolLM2-135M-Instruct.Q4_1.gguf
+MODEL_SHA=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+if [ ! -f /tmp/lathe-models/$MODEL_FILE ] && ls /tmp/lathe-models/part-* > /dev/null 2>&1; then
+  cat /tmp/lathe-models/part-* > /tmp/lathe-models/$MODEL_FILE.partial  # staged by stage-default-model.sh
+  if echo "$MODEL_SHA  /tmp/lathe-models/$MODEL_FILE.partial" | sha256sum -c --status; then
+    mv /tmp/lathe-models/$MODEL_FILE.partial /tmp/lathe-models/$MODEL_FILE
+  else
+    log "staged default-model parts do not match its SHA-256; the default-model test will skip"
+  fi
+fi
+for d in "${LATHE_MODEL_DIR:-}" "$ROOT/.devbin/models" /tmp/lathe-models; do
+  if [ -n "$d" ] && [ -f "$d/$MODEL_FILE" ]; then export LATHE_MODEL_DIR="$d"; break; fi
+done
+log "default model: ${LATHE_MODEL_DIR:-not present (its end-to-end test skips; see stage-default-model.sh)}"
+log "bundle: $(head -1 "$BIN/commit.txt" 2>/dev/null) ($(ls "$BIN" | wc -l) files)"
+cp "$BIN/commit.txt" "$OUT/commit.txt" 2>/dev/null
+
+# 1. The device as found.
+log "== nvidia-smi"
+nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm,clocks.mem,clocks.max.sm,power.limit,temperature.gpu \
+  --format=csv >> "$OUT/nvidia-smi.txt" 2>&1
+tail -3 "$OUT/nvidia-smi.txt" | tee -a "$LOG"
+GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+
+# 2. The two ceilings, measured in this run.
+log "== lathe_gpu_bounds"
+timeout 180 "$BIN/lathe_gpu_bounds" > "$OUT/bounds.txt" 2>&1
+log "lathe_gpu_bounds exit $?"
+cat "$OUT/bounds.txt" | tee -a "$LOG"
+COPY=$(awk '/^bound.copy_bandwidth_GBps/ {print $2}' "$OUT/bounds.txt")
+GEMM=$(awk '/^bound.bf16_gemm_TFLOPs/ {print $2}' "$OUT/bounds.txt")
+SUMMARY+=("bounds: device copy ${COPY:-?} GB/s (read+write), BF16 GEMM 8192^3 ${GEMM:-?} TFLOP/s")
+
+# 3. GPU tests.
+if [[ " $SKIP " != *" tests "* ]]; then
+  mkdir -p "$OUT/tests"
+  PASSED=0
+  FAILED=()
+  for t in $(cat "$BIN/gpu-tests.txt"); do
+    log "== test $t"
+    # At most 240 s a test, and keep ~4 minutes for the benchmarks after the tests.
+    tl=$(( $(left) - 240 ))
+    tl=$(( tl > 240 ? 240 : (tl < 60 ? 60 : tl) ))
+    timeout $tl "$BIN/$t" -o "$OUT/tests/$t.txt,txt" -o "$OUT/tests/$t.xml,junitxml" > /dev/null 2>&1
+    rc=$?
+    grep -E "^(FAIL|SKIP|XFAIL|QWARN|QINFO|QDEBUG)|Loc:|Totals:" "$OUT/tests/$t.txt" | tail -40 | tee -a "$LOG"
+    if [ $rc -eq 0 ]; then PASSED=$((PASSED + 1)); else FAILED+=("$t(rc=$rc)"); fi
+  done
+  SUMMARY+=("gpu tests: $PASSED passed, ${#FAILED[@]} failed ${FAILED[*]:-}")
+fi
+
+# 4. The backend's benchmarks.
+if [[ " $SKIP " != *" bench "* ]]; then
+  log "== lathe_cuda_bench (Llama-3.1-8B shape, bf16, dummy weights)"
+  timeout $(( $(left) > 420 ? 300 : ($(left) > 120 ? $(left) - 60 : 60) )) "$BIN/lathe_cuda_bench" \
+    --model benchmarks/configs/llama-3.1-8b --copy-gbps "${COPY:-0}" --gemm-tflops "${GEMM:-0}" \
+    ${LATHE_BENCH_ARGS:-} > "$OUT/bench.txt" 2>&1
+  log "lathe_cuda_bench exit $?"
+  cat "$OUT/bench.txt" >> "$LOG"
+  grep -v "^linear " "$OUT/bench.txt" | tail -60
+  if grep -q "==== lathe_cuda_bench summary" "$OUT/bench.txt"; then
+    while IFS= read -r line; do SUMMARY+=("$line"); done < <(sed -n '/==== lathe_cuda_bench summary/,$p' "$OUT/bench.txt")
+  else  # stopped early: keep the sections it finished
+    while IFS= read -r line; do SUMMARY+=("$line"); done < <(grep -E "^\[(latency|prefill|decode|throughput)\]" "$OUT/bench.txt")
+  fi
+fi
+
+# 4b. A/B of two choices, each measured against the default in this same run: programmatic dependent
+# launch off (batch-1 latency), and Lathe's own attention kernel for prefill instead of FlashInfer.
+if [[ " $SKIP " != *" bench "* ]] && [ "$(left)" -gt 200 ]; then
+  log "== A/B: LATHE_CUDA_PDL=0 (latency only)"
+  LATHE_CUDA_PDL=0 timeout 90 "$BIN/lathe_cuda_bench" --model benchmarks/configs/llama-3.1-8b --copy-gbps "${COPY:-0}" \
+    --gemm-tflops "${GEMM:-0}" --skip prefill,decode,profile,throughput > "$OUT/bench-nopdl.txt" 2>&1
+  log "exit $?"
+  SUMMARY+=("A/B without PDL: $(grep '^batch-1 decode' "$OUT/bench-nopdl.txt")")
+  log "== A/B: LATHE_CUDA_ATTENTION=own (prefill only)"
+  LATHE_CUDA_ATTENTION=own timeout 90 "$BIN/lathe_cuda_bench" --model benchmarks/configs/llama-3.1-8b \
+    --copy-gbps "${COPY:-0}" --gemm-tflops "${GEMM:-0}" --skip latency,decode,profile,throughput > "$OUT/bench-own-attn.txt" 2>&1
+  log "exit $?"
+  SUMMARY+=("A/B own prefill attention: $(grep '^prefill' "$OUT/bench-own-attn.txt")")
+fi
+
+# 5. The engine's own benchmark commands (issue 4), when the CLI was packed.
+if [[ " $SKIP " != *" cli "* ]] && [ -x "$BIN/lathe" ]; then
+  M="-m benchmarks/configs/llama-3.1-8b --load-format dummy --device cuda"
+  if [ "$(left)" -gt 150 ]; then
+    log "== lathe bench latency --batch-size 1 --input-len 512 --output-len 128"
+    timeout 150 "$BIN/lathe" bench latency $M --batch-size 1 --input-len 512 --output-len 128 \
+      --json "$OUT/lathe-bench-latency.json" > "$OUT/lathe-bench-latency.txt" 2>&1
+    log "exit $?"
+    tail -25 "$OUT/lathe-bench-latency.txt" | tee -a "$LOG"
+    SUMMARY+=("lathe bench latency: $(grep -iE "tpot|tok/s|latency" "$OUT/lathe-bench-latency.txt" | tail -3 | tr '\n' ' ')")
+  fi
+  if [ "$(left)" -gt 120 ]; then
+    N=1000
+    [ "$(left)" -lt 240 ] && N=300
+    log "== lathe bench throughput --num-prompts $N --input-len 1024 --output-len 128"
+    timeout $(( $(left) - 40 )) "$BIN/lathe" bench throughput $M --num-prompts $N --input-len 1024 --output-len 128 \
+      --json "$OUT/lathe-bench-throughput.json" > "$OUT/lathe-bench-throughput.txt" 2>&1
+    log "exit $?"
+    tail -25 "$OUT/lathe-bench-throughput.txt" | tee -a "$LOG"
+    SUMMARY+=("lathe bench throughput ($N prompts): $(grep -iE "tok/s|req" "$OUT/lathe-bench-throughput.txt" | tail -3 | tr '\n' ' ')")
+  fi
+fi
+
+# 6. Memory checking of the kernels on a subset (compute-sanitizer works on the Firecracker machines).
+if [[ " $SKIP " != *" sanitizer "* ]] && command -v compute-sanitizer > /dev/null && [ "$(left)" -gt 100 ]; then
+  log "== compute-sanitizer memcheck (subset)"
+  timeout $(( $(left) - 20 )) compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_cuda_attention" \
+    "attention_matches_cpu:chunked+mixed gqa4 d128 bf16" sliding_window_matches_cpu > "$OUT/memcheck-attention.txt" 2>&1
+  rc1=$?
+  timeout $(( $(left) > 30 ? $(left) - 10 : 20 )) compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_cuda_ops" \
+    qkv_rope_kv_matches_cpu add_rms_norm_matches_cpu > "$OUT/memcheck-ops.txt" 2>&1
+  rc2=$?
+  grep -E "ERROR SUMMARY|Totals" "$OUT"/memcheck-*.txt | tee -a "$LOG"
+  SUMMARY+=("compute-sanitizer memcheck: attention rc=$rc1, ops rc=$rc2 ($(grep -h "ERROR SUMMARY" "$OUT"/memcheck-*.txt | tr '\n' ' '))")
+fi
+
+nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv >> "$OUT/nvidia-smi.txt" 2>&1
+echo
+echo "================ run-all summary ($GPU_NAME, $(date -u +%Y-%m-%d), $(($(date +%s) - START)) s) ================"
+for s in "${SUMMARY[@]}"; do echo "$s"; done | tee "$OUT/summary.txt"
+
+# The device tool brings back at most 8 files: pack everything into one archive, keep the log and summary.
+if [ -n "$(ls -A "$OUT")" ]; then
+  tar -C "$OUT" -czf /tmp/lathe-gpu-results.tar.gz . && \
+    find "$OUT" -mindepth 1 -not -name run-all.log -not -name summary.txt -delete && \
+    mv /tmp/lathe-gpu-results.tar.gz "$OUT/results.tar.gz"
+fi

@@ -1,0 +1,345 @@
+// Parity of the CUDA element-wise and matmul ops with the CPU reference
+// (engine/backend/cpu/cpu_ops.h) on random inputs, for bf16 and f16. Tolerances are relative L2
+// errors ||gpu - cpu|| / ||cpu||:
+//   exact (0): embedding, cast, random weights, the residual of add_rms_norm (same float
+//   operations); one rounding of the output to the 16-bit type: bf16 <= 8e-3 (2^-9 per element,
+//   typically ~3e-3), f16 <= 1e-3; float32 outputs of matmuls over 16-bit inputs: <= 1e-5
+//   (summation order only).
+// Outputs are poisoned (NaN) before each run, so an unwritten element fails the comparison.
+#include <QtTest>
+
+#include <numeric>
+#include <random>
+
+#include "cuda_test_util.h"
+#include "engine/backend/cpu/cpu_dummy_weights.h"
+#include "engine/backend/cpu/cpu_ops.h"
+#include "engine/backend/cuda/add_rms_norm.h"
+#include "engine/backend/cuda/cast.h"
+#include "engine/backend/cuda/embedding.h"
+#include "engine/backend/cuda/gemm.h"
+#include "engine/backend/cuda/gemv.h"
+#include "engine/backend/cuda/linear.h"
+#include "engine/backend/cuda/qkv_rope_kv.h"
+#include "engine/backend/cuda/random_fill.h"
+#include "engine/backend/cuda/swiglu.h"
+#include "engine/core/thread_pool.h"
+#include "engine/model/model_config.h"
+#include "test_support.h"
+
+using namespace lathe;
+using namespace lathe::test;
+
+namespace {
+
+double out_tol(DType t) {
+  return t == DType::kBF16 ? 8e-3 : 1e-3;
+}
+
+std::vector<float> download16(DType t, const Dev& d, size_t n) {
+  return decode16(t, d.download<uint16_t>(n));
+}
+
+}  // namespace
+
+class CudaOpsTest : public QObject {
+  Q_OBJECT
+ private slots:
+  void embedding_matches_cpu() {
+    LATHE_REQUIRE_GPU();
+    for (DType t : {DType::kBF16, DType::kF16}) {
+      const int64_t vocab = 1000, dim = 576, n = 37;
+      const std::vector<float> table = round_to(t, random_floats(vocab * dim, 1));
+      std::vector<int32_t> ids(n);
+      std::mt19937 rng(2);
+      for (int32_t& id : ids) id = static_cast<int32_t>(rng() % vocab);
+      const std::vector<uint16_t> enc = encode16(t, table);
+      Dev d_table = Dev::from(enc), d_ids = Dev::from(ids), d_out = Dev::poisoned(n * dim * 4);
+      LATHE_QVERIFY_OK(cuda::embedding(t, d_table.get(), vocab, dim, d_ids.as<int32_t>(), n,
+                                       d_out.as<float>(), nullptr));
+      LATHE_CUDA_CHECK(cudaDeviceSynchronize());
+      std::vector<float> ref(n * dim);
+      cpu::embedding(make_view(t, {vocab, dim}, enc.data()), ids.data(), n, ref.data());
+      QCOMPARE(rel_error(d_out.download<float>(n * dim), ref), 0.0);
+    }
+  }
+
+  void add_rms_norm_matches_cpu() {
+    LATHE_REQUIRE_GPU();
+    for (DType t : {DType::kBF16, DType::kF16}) {
+      for (int64_t dim : {64, 576, 4096}) {
+        const int64_t rows = 13;
+        const float eps = 1e-5f;
+        const std::vector<float> res0 = random_floats(rows * dim, 3, -4.f, 4.f);
+        const std::vector<float> x = round_to(t, random_floats(rows * dim, 4));
+        const std::vector<float> w = random_floats(dim, 5, 0.5f, 1.5f);
+        // Fused add + norm.
+        Dev d_res = Dev::from(res0), d_x = Dev::from(encode16(t, x)), d_w = Dev::from(w),
+            d_out = Dev::poisoned(rows * dim * 2);
+        cuda::AddRmsNormArgs a;
+        a.residual = d_res.as<float>();
+        a.x = d_x.get();
+        a.weight = d_w.as<float>();
+        a.out = d_out.get();
+        a.rows = rows;
+        a.dim = dim;
+        a.eps = eps;
+        a.dtype = t;
+        LATHE_QVERIFY_OK(cuda::add_rms_norm(a, nullptr));
+        LATHE_CUDA_CHECK(cudaDeviceSynchronize());
+        std::vector<float> res = res0, ref(rows * dim);
+        cpu::add_rms_norm(res.data(), x.data(), w.data(), rows, dim, eps, ref.data());
+        QCOMPARE(rel_error(d_res.download<float>(rows * dim), res), 0.0);
+        LATHE_QVERIFY_REL(download16(t, d_out, rows * dim), ref, out_tol(t));
+
+        // Plain norm (x = null) of the residual.
+        Dev d_out2 = Dev::poisoned(rows * dim * 2);
+        a.x = nullptr;
+        a.out = d_out2.get();
+        LATHE_QVERIFY_OK(cuda::add_rms_norm(a, nullptr));
+        std::vector<float> ref2(rows * dim);
+        cpu::rms_norm(res.data(), w.data(), rows, dim, eps, ref2.data());
+        LATHE_QVERIFY_REL(download16(t, d_out2, rows * dim), ref2, out_tol(t));
+
+        // Gathered rows (the final norm of the sampled tokens): residual untouched.
+        const std::vector<int32_t> pick = {12, 0, 7};
+        Dev d_pick = Dev::from(pick), d_res3 = Dev::from(res0), d_out3 = Dev::poisoned(3 * dim * 2);
+        a.residual = d_res3.as<float>();
+        a.x = d_x.get();
+        a.out = d_out3.get();
+        a.row_index = d_pick.as<int32_t>();
+        a.rows = 3;
+        LATHE_QVERIFY_OK(cuda::add_rms_norm(a, nullptr));
+        std::vector<float> gathered_res, gathered_x, ref3(3 * dim);
+        for (int32_t r : pick) {
+          gathered_res.insert(gathered_res.end(), res0.begin() + r * dim,
+                              res0.begin() + (r + 1) * dim);
+          gathered_x.insert(gathered_x.end(), x.begin() + r * dim, x.begin() + (r + 1) * dim);
+        }
+        cpu::add_rms_norm(gathered_res.data(), gathered_x.data(), w.data(), 3, dim, eps,
+                          ref3.data());
+        LATHE_QVERIFY_REL(download16(t, d_out3, 3 * dim), ref3, out_tol(t));
+        QCOMPARE(rel_error(d_res3.download<float>(rows * dim), res0), 0.0);
+      }
+    }
+  }
+
+  void qkv_rope_kv_matches_cpu_data() {
+    QTest::addColumn<int>("style");
+    QTest::addColumn<int>("head_dim");
+    QTest::addColumn<bool>("bias");
+    QTest::addColumn<bool>("qk_norm");
+    QTest::addColumn<bool>("llama3");
+    QTest::newRow("neox-128") << int(RopeStyle::kNeox) << 128 << false << false << true;
+    QTest::newRow("interleaved-128")
+        << int(RopeStyle::kInterleaved) << 128 << false << false << true;
+    QTest::newRow("neox-64-bias(qwen2)") << int(RopeStyle::kNeox) << 64 << true << false << false;
+    QTest::newRow("neox-128-qknorm(qwen3)")
+        << int(RopeStyle::kNeox) << 128 << false << true << false;
+    QTest::newRow("interleaved-64")
+        << int(RopeStyle::kInterleaved) << 64 << false << false << false;
+  }
+  void qkv_rope_kv_matches_cpu() {
+    LATHE_REQUIRE_GPU();
+    QFETCH(int, style);
+    QFETCH(int, head_dim);
+    QFETCH(bool, bias);
+    QFETCH(bool, qk_norm);
+    QFETCH(bool, llama3);
+    ModelConfig cfg;
+    cfg.head_dim = head_dim;
+    cfg.rope_theta = 500000.0;
+    if (llama3) {
+      cfg.rope_scaling.type = RopeScalingType::kLlama3;
+      cfg.rope_scaling.factor = 8.0;
+    }
+    const std::vector<float> inv = rope_inverse_frequencies(cfg);
+    const RopeStyle rs = static_cast<RopeStyle>(style);
+    for (DType t : {DType::kBF16, DType::kF16}) {
+      const int64_t n = 19, hq = 8, hkv = 2, d = head_dim, row = (hq + 2 * hkv) * d;
+      const int32_t block_size = 16, num_blocks = 8;
+      const std::vector<float> qkv = round_to(t, random_floats(n * row, 6, -2.f, 2.f));
+      std::vector<int32_t> pos(n);
+      std::mt19937 rng(7);
+      for (int32_t& p : pos) p = static_cast<int32_t>(rng() % 32768);
+      // Shuffled distinct slot_ids, two tokens skipped (slot -1).
+      std::vector<int64_t> slot_ids(num_blocks * block_size);
+      std::iota(slot_ids.begin(), slot_ids.end(), 0);
+      std::shuffle(slot_ids.begin(), slot_ids.end(), rng);
+      slot_ids.resize(n);
+      slot_ids[3] = -1;
+      slot_ids[11] = -1;
+      const std::vector<float> qb = random_floats(hq * d, 8), kb = random_floats(hkv * d, 9),
+                               vb = random_floats(hkv * d, 10);
+      const std::vector<float> qn = random_floats(d, 11, 0.5f, 1.5f),
+                               kn = random_floats(d, 12, 0.5f, 1.5f);
+
+      const int64_t cache_elems = int64_t{num_blocks} * block_size * hkv * d;
+      Dev d_qkv = Dev::from(encode16(t, qkv)), d_pos = Dev::from(pos),
+          d_slots = Dev::from(slot_ids), d_inv = Dev::from(inv);
+      Dev d_qb = Dev::from(qb), d_kb = Dev::from(kb), d_vb = Dev::from(vb), d_qn = Dev::from(qn),
+          d_kn = Dev::from(kn);
+      Dev d_kc = Dev::from(encode16(t, std::vector<float>(cache_elems, 0.25f)));
+      Dev d_vc = Dev::from(encode16(t, std::vector<float>(cache_elems, 0.25f)));
+      cuda::QkvRopeKvArgs a;
+      a.qkv = d_qkv.get();
+      a.num_tokens = n;
+      a.num_heads = hq;
+      a.num_kv_heads = hkv;
+      a.head_dim = d;
+      a.positions = d_pos.as<int32_t>();
+      a.inv_freq = d_inv.as<float>();
+      a.style = rs;
+      if (bias)
+        a.q_bias = d_qb.as<float>(), a.k_bias = d_kb.as<float>(), a.v_bias = d_vb.as<float>();
+      if (qk_norm) a.q_norm = d_qn.as<float>(), a.k_norm = d_kn.as<float>();
+      a.eps = 1e-6f;
+      a.k_cache = d_kc.get();
+      a.v_cache = d_vc.get();
+      a.slot_mapping = d_slots.as<int64_t>();
+      a.dtype = t;
+      LATHE_QVERIFY_OK(cuda::qkv_rope_kv(a, nullptr));
+      LATHE_CUDA_CHECK(cudaDeviceSynchronize());
+
+      // CPU: split, bias, per-head norm, rope, write_kv (the CPU runner's order).
+      std::vector<float> q(n * hq * d), k(n * hkv * d), v(n * hkv * d);
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t j = 0; j < hq * d; ++j)
+          q[i * hq * d + j] = qkv[i * row + j] + (bias ? qb[j] : 0.f);
+        for (int64_t j = 0; j < hkv * d; ++j)
+          k[i * hkv * d + j] = qkv[i * row + hq * d + j] + (bias ? kb[j] : 0.f);
+        for (int64_t j = 0; j < hkv * d; ++j)
+          v[i * hkv * d + j] = qkv[i * row + (hq + hkv) * d + j] + (bias ? vb[j] : 0.f);
+      }
+      if (qk_norm) {
+        cpu::rms_norm(q.data(), qn.data(), n * hq, d, 1e-6f, q.data());
+        cpu::rms_norm(k.data(), kn.data(), n * hkv, d, 1e-6f, k.data());
+      }
+      cpu::rope(q.data(), pos.data(), n, hq, d, inv, rs);
+      cpu::rope(k.data(), pos.data(), n, hkv, d, inv, rs);
+      std::vector<float> kc(cache_elems, 0.25f), vc(cache_elems, 0.25f);
+      cpu::KvLayerView view;
+      view.k = kc.data();
+      view.v = vc.data();
+      view.block_size = block_size;
+      view.num_kv_heads = hkv;
+      view.head_dim = d;
+      cpu::write_kv(k.data(), v.data(), slot_ids.data(), n, view);
+
+      const std::vector<float> out = download16(t, d_qkv, n * row);
+      std::vector<float> gq(n * hq * d), gk(n * hkv * d);
+      for (int64_t i = 0; i < n; ++i) {
+        std::copy(out.begin() + i * row, out.begin() + i * row + hq * d, gq.begin() + i * hq * d);
+        std::copy(out.begin() + i * row + hq * d, out.begin() + i * row + (hq + hkv) * d,
+                  gk.begin() + i * hkv * d);
+      }
+      LATHE_QVERIFY_REL(gq, q, out_tol(t));
+      LATHE_QVERIFY_REL(gk, k, out_tol(t));
+      LATHE_QVERIFY_REL(download16(t, d_kc, cache_elems), kc, out_tol(t));
+      LATHE_QVERIFY_REL(download16(t, d_vc, cache_elems), vc, out_tol(t));
+    }
+  }
+
+  void swiglu_matches_cpu() {
+    LATHE_REQUIRE_GPU();
+    for (DType t : {DType::kBF16, DType::kF16}) {
+      for (int64_t inter : {96, 1536, 1000}) {
+        const int64_t n = 9;
+        const std::vector<float> gu = round_to(t, random_floats(n * 2 * inter, 13, -6.f, 6.f));
+        Dev d_gu = Dev::from(encode16(t, gu)), d_out = Dev::poisoned(n * inter * 2);
+        LATHE_QVERIFY_OK(cuda::swiglu(t, d_gu.get(), d_out.get(), n, inter, nullptr));
+        LATHE_CUDA_CHECK(cudaDeviceSynchronize());
+        std::vector<float> g(n * inter), u(n * inter), ref(n * inter);
+        for (int64_t i = 0; i < n; ++i) {
+          std::copy(gu.begin() + i * 2 * inter, gu.begin() + i * 2 * inter + inter,
+                    g.begin() + i * inter);
+          std::copy(gu.begin() + i * 2 * inter + inter, gu.begin() + (i + 1) * 2 * inter,
+                    u.begin() + i * inter);
+        }
+        cpu::swiglu(g.data(), u.data(), ref.data(), n * inter);
+        LATHE_QVERIFY_REL(download16(t, d_out, n * inter), ref, out_tol(t));
+      }
+    }
+  }
+
+  // gemv for M = 1..8 and cuBLASLt for small and large M, against cpu::linear with the same
+  // (16-bit) weights; float32 and 16-bit outputs.
+  void linear_matches_cpu() {
+    LATHE_REQUIRE_GPU();
+    auto gemm = cuda::Gemm::create();
+    LATHE_QVERIFY_RESULT(gemm);
+    for (DType t : {DType::kBF16, DType::kF16}) {
+      for (auto [n, k] : {std::pair<int64_t, int64_t>{1000, 576}, {257, 4096}}) {
+        const std::vector<float> w = round_to(t, random_floats(n * k, 14, -0.05f, 0.05f));
+        const std::vector<uint16_t> w16 = encode16(t, w);
+        Dev d_w = Dev::from(w16);
+        const TensorView wv = make_view(t, {n, k}, w16.data());
+        for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 64, 300}) {
+          const std::vector<float> x =
+              round_to(t, random_floats(m * k, 15 + static_cast<uint32_t>(m)));
+          Dev d_x = Dev::from(encode16(t, x));
+          std::vector<float> ref(m * n);
+          cpu::linear(x.data(), m, wv, nullptr, ref.data(), ThreadPool::global());
+          for (DType out : {DType::kF32, t}) {
+            const int64_t eb = out == DType::kF32 ? 4 : 2;
+            const double tol = out == DType::kF32 ? 1e-5 : out_tol(t);
+            auto got = [&](const Dev& d) {
+              return out == DType::kF32 ? d.download<float>(m * n) : download16(t, d, m * n);
+            };
+            if (m <= cuda::kGemvMaxM) {
+              Dev d_y = Dev::poisoned(m * n * eb);
+              LATHE_QVERIFY_OK(
+                  cuda::gemv(t, out, d_x.get(), d_w.get(), d_y.get(), m, n, k, nullptr));
+              LATHE_CUDA_CHECK(cudaDeviceSynchronize());
+              LATHE_QVERIFY_REL(got(d_y), ref, tol);
+            }
+            Dev d_y = Dev::poisoned(m * n * eb);
+            LATHE_QVERIFY_OK(
+                gemm.value()->matmul(t, out, d_x.get(), d_w.get(), d_y.get(), m, n, k, nullptr));
+            LATHE_CUDA_CHECK(cudaDeviceSynchronize());
+            LATHE_QVERIFY_REL(got(d_y), ref, tol);
+          }
+        }
+      }
+    }
+  }
+
+  void cast_rounds_like_the_host() {
+    LATHE_REQUIRE_GPU();
+    const std::vector<float> src = random_floats(10007, 16, -70000.f, 70000.f);
+    Dev d_src = Dev::from(src);
+    for (DType t : {DType::kBF16, DType::kF16}) {
+      Dev d_dst = Dev::poisoned(src.size() * 2);
+      LATHE_QVERIFY_OK(cuda::cast(DType::kF32, d_src.get(), t, d_dst.get(),
+                                  static_cast<int64_t>(src.size()), nullptr));
+      LATHE_CUDA_CHECK(cudaDeviceSynchronize());
+      QVERIFY(d_dst.download<uint16_t>(src.size()) == encode16(t, src));
+    }
+  }
+
+  // Dummy weights on the GPU are the CPU backend's dummy weights, bit for bit.
+  void random_fill_matches_cpu_dummy_weights() {
+    LATHE_REQUIRE_GPU();
+    const int64_t rows = 123, cols = 77;
+    std::vector<std::unique_ptr<uint8_t[]>> owned;
+    const TensorView ref = cpu::make_random_matrix(DType::kBF16, rows, cols, 0.02f, 42, 5, owned,
+                                                   ThreadPool::global());
+    std::vector<uint16_t> want(static_cast<size_t>(rows * cols));
+    std::memcpy(want.data(), ref.data, want.size() * 2);
+    Dev d = Dev::poisoned(rows * cols * 2);
+    LATHE_QVERIFY_OK(
+        cuda::random_fill(DType::kBF16, d.get(), rows * cols, 0, 0.02f, 42, 5, nullptr));
+    LATHE_CUDA_CHECK(cudaDeviceSynchronize());
+    QVERIFY(d.download<uint16_t>(want.size()) == want);
+    // A part of the stream at an offset that is not a multiple of 4.
+    Dev part = Dev::poisoned(1000 * 2);
+    LATHE_QVERIFY_OK(
+        cuda::random_fill(DType::kBF16, part.get(), 1000, 4097, 0.02f, 42, 5, nullptr));
+    LATHE_CUDA_CHECK(cudaDeviceSynchronize());
+    QVERIFY(std::equal(want.begin() + 4097, want.begin() + 5097,
+                       part.download<uint16_t>(1000).begin()));
+  }
+};
+
+QTEST_GUILESS_MAIN(CudaOpsTest)
+#include "cuda_ops_test.moc"

@@ -1,0 +1,159 @@
+// The CUDA runner's host-side step packing (engine/backend/cuda/step_inputs.h): no GPU needed, so
+// it runs in CI. Checks the packed layout the kernels read: page lists in CSR form with the last
+// page's length, padding of a decode step to a graph bucket, the LM-head rows and the sampling
+// rows' logits rows in eager and graph form, banned ids and penalty histories, and the validation
+// of inputs that would make a kernel read or write outside the cache.
+#include <QtTest>
+
+#include "engine/backend/cuda/step_inputs.h"
+#include "test_support.h"
+
+using namespace lathe;
+using namespace lathe::cuda;
+
+namespace {
+
+StepLimits limits() {
+  StepLimits l;
+  l.max_tokens = 64;
+  l.max_seqs = 8;
+  l.block_size = 4;
+  l.num_blocks = 32;
+  l.max_pages = 64;
+  l.vocab_size = 100;
+  return l;
+}
+
+// Two sequences: s0 prefill chunk of 3 tokens at positions 5..7 (context 8, blocks 9 and 2), s1 a
+// decode at position 4 (context 5, blocks 7 and 30).
+ModelInput two_seqs() {
+  ModelInput in;
+  in.token_ids = {11, 12, 13, 14};
+  in.positions = {5, 6, 7, 4};
+  in.max_blocks_per_seq = 3;
+  in.block_tables = {9, 2, 0, 7, 30, 0};
+  in.slot_mapping = {2 * 4 + 1, 2 * 4 + 2, 2 * 4 + 3, 30 * 4 + 0};
+  in.query_start = {0, 3, 4};
+  in.seq_lens = {8, 5};
+  in.max_seq_len = 8;
+  in.max_query_len = 3;
+  in.sample_seqs = {0, 1};
+  SamplingRow a, b;
+  a.temperature = 0.f;
+  a.banned_tokens = {3, 4};
+  b.repetition_penalty = 1.2f;
+  b.history_tokens = {1, 2, 3, 14};
+  b.history_prompt_len = 3;
+  b.num_logprobs = 2;
+  in.sampling = {a, b};
+  return in;
+}
+
+}  // namespace
+
+class CudaStepInputsTest : public QObject {
+  Q_OBJECT
+ private slots:
+  void packs_an_eager_step() {
+    const ModelInput in = two_seqs();
+    LATHE_QVERIFY_OK(check_step(in, limits()));
+    std::vector<uint8_t> host(4096, 0xAB);
+    PackedStep p;
+    LATHE_QVERIFY_OK(pack_step(in, limits(), 0, false, host.data(), 4096, 4096, &p));
+    QCOMPARE(p.num_tokens, 4);
+    QCOMPARE(p.num_seqs, 2);
+    QCOMPARE(p.num_samples, 2);
+    QCOMPARE(p.num_lm_rows, 2);
+    QCOMPARE(p.num_pages, int64_t{4});
+    QVERIFY(p.needs_processing);
+    QVERIFY(p.needs_logprobs);
+    const StepArrays a = StepArrays::at(host.data(), p.layout);
+    QCOMPARE(a.kv_indptr[0], 0);
+    QCOMPARE(a.kv_indptr[1], 2);
+    QCOMPARE(a.kv_indptr[2], 4);
+    QCOMPARE(a.kv_indices[0], 9);
+    QCOMPARE(a.kv_indices[1], 2);
+    QCOMPARE(a.kv_indices[2], 7);
+    QCOMPARE(a.kv_indices[3], 30);
+    QCOMPARE(a.kv_last_page_len[0], 4);  // context 8 = 2 full pages of 4
+    QCOMPARE(a.kv_last_page_len[1], 1);  // context 5
+    QCOMPARE(a.lm_rows[0], 2);           // last token of s0
+    QCOMPARE(a.lm_rows[1], 3);
+    QCOMPARE(a.sampling[0].logits_row, 0);
+    QCOMPARE(a.sampling[1].logits_row, 1);
+    QCOMPARE(a.slot_mapping[3], int64_t{120});
+    const int32_t* banned = reinterpret_cast<const int32_t*>(host.data() + p.banned_offset);
+    QCOMPARE(a.sampling[0].banned_end - a.sampling[0].banned_begin, 2);
+    QCOMPARE(banned[a.sampling[0].banned_begin + 1], 4);
+    const int32_t* hist = reinterpret_cast<const int32_t*>(host.data() + p.history_offset);
+    QCOMPARE(a.sampling[1].history_end - a.sampling[1].history_begin, 4);
+    QCOMPARE(a.sampling[1].history_prompt_end - a.sampling[1].history_begin, 3);
+    QCOMPARE(hist[a.sampling[1].history_begin + 3], 14);
+    QCOMPARE(a.sampling[0].history_end, a.sampling[0].history_begin);  // no penalties: no history
+    QVERIFY(p.bytes <= step_bytes(in, limits(), 0));
+  }
+
+  void pads_a_decode_step_to_its_bucket() {
+    ModelInput in;
+    in.token_ids = {5, 6, 7};
+    in.positions = {0, 3, 1};
+    in.max_blocks_per_seq = 1;
+    in.block_tables = {4, 5, 6};
+    in.slot_mapping = {16, 23, 25};
+    in.query_start = {0, 1, 2, 3};
+    in.seq_lens = {1, 4, 2};
+    in.max_seq_len = 4;
+    in.max_query_len = 1;
+    in.sample_seqs = {0, 2};
+    in.sampling.resize(2);
+    LATHE_QVERIFY_OK(check_step(in, limits()));
+    std::vector<uint8_t> host(4096);
+    PackedStep p;
+    LATHE_QVERIFY_OK(pack_step(in, limits(), 4, true, host.data(), 4096, 4096, &p));
+    QCOMPARE(p.num_tokens, 4);
+    QCOMPARE(p.num_seqs, 4);
+    QCOMPARE(p.num_lm_rows, 4);
+    QCOMPARE(p.layout.fixed_bytes,
+             StepLayout::make(4, 4).fixed_bytes);  // the graph's fixed addresses
+    const StepArrays a = StepArrays::at(host.data(), p.layout);
+    QCOMPARE(a.query_start[4], 4);
+    QCOMPARE(a.seq_lens[3], 0);
+    QCOMPARE(a.slot_mapping[3], int64_t{-1});
+    QCOMPARE(a.token_ids[3], 0);
+    QCOMPARE(a.kv_indptr[4], a.kv_indptr[3]);  // no pages for the padding row
+    for (int i = 0; i < 4; ++i) QCOMPARE(a.lm_rows[i], i);
+    QCOMPARE(a.sampling[0].logits_row, 0);
+    QCOMPARE(a.sampling[1].logits_row, 2);  // graph rows: the sequence's row
+  }
+
+  void refuses_inputs_outside_the_cache() {
+    StepLimits l = limits();
+    ModelInput in = two_seqs();
+    in.block_tables[1] = 32;  // block id == num_blocks
+    QVERIFY(!check_step(in, l).is_ok());
+    in = two_seqs();
+    in.slot_mapping[0] = 3;  // not the slot of position 5 in block 2
+    QVERIFY(!check_step(in, l).is_ok());
+    in = two_seqs();
+    in.token_ids[2] = 100;  // outside the vocabulary
+    QVERIFY(!check_step(in, l).is_ok());
+    in = two_seqs();
+    in.positions[1] = 9;
+    QVERIFY(!check_step(in, l).is_ok());
+    in = two_seqs();
+    in.sampling[1].num_logprobs = kMaxTopLogprobs + 1;
+    QVERIFY(!check_step(in, l).is_ok());
+    l.max_tokens = 3;  // the step has 4 tokens
+    QVERIFY(!check_step(two_seqs(), l).is_ok());
+  }
+
+  void refuses_steps_larger_than_the_buffers() {
+    const ModelInput in = two_seqs();
+    std::vector<uint8_t> host(4096);
+    PackedStep p;
+    QVERIFY(!pack_step(in, limits(), 0, false, host.data(), 4096, 64, &p).is_ok());
+  }
+};
+
+QTEST_GUILESS_MAIN(CudaStepInputsTest)
+#include "cuda_step_inputs_test.moc"
