@@ -8,6 +8,11 @@
 // KV slots: slot = block_id * block_size + offset_in_block. Attention for the token at position p
 // of sequence s reads positions [0, p] through block_tables[s] (causal), which includes tokens
 // computed in earlier steps (chunked prefill, prefix-cache hits) and the ones written this step.
+//
+// Within a layer, a backend writes the K/V of every token of the step before any attention of that
+// layer reads: block tables of different sequences may share blocks, and a sequence may read
+// blocks another sequence of the same step is writing (a request admitted in the same step as the
+// one computing a shared prompt prefix gets it as a prefix-cache hit, as in vLLM).
 #pragma once
 
 #include <cstdint>

@@ -27,7 +27,7 @@ struct RequestSpec {
   std::vector<ChatMessage> messages;   // or a chat, rendered through the chat template
   bool add_generation_prompt = true;   // chat only
   SamplingParams sampling;
-  std::string client_id;               // echoed in logs ("chatcmpl-..."); optional
+  std::string client_id;  // echoed in logs and metrics ("chatcmpl-..."); optional
 };
 
 // Monotonic timestamps of a request's life. Unset ones are Clock::time_point{}.
@@ -45,20 +45,23 @@ struct RequestUsage {
   int32_t cached_prompt_tokens = 0;  // prompt tokens served from the prefix cache
 };
 
-// Delivered for every generated token (and once more on finish). Text deltas concatenate to the
-// final text; bytes of an incomplete UTF-8 character, or of a possible stop-string prefix, are held
-// back until they resolve.
+// Delivered once per generated token; the last token's event carries finished = true (an abort or
+// an error before or between tokens gets a final event of its own, without tokens). Text deltas
+// concatenate to the final text; bytes of an incomplete UTF-8 character, or of a possible
+// stop-string prefix, are held back until they resolve. End tokens (EOS, stop_token_ids) appear in
+// token_ids and in usage but add no text.
 struct StreamEvent {
   RequestId id = 0;
-  std::string text;                   // new text since the last event (may be empty)
-  std::vector<TokenId> token_ids;     // new token ids since the last event
-  std::vector<SampledToken> logprobs; // per new token, when logprobs were requested
+  std::string text;                    // new text since the last event (may be empty)
+  std::vector<TokenId> token_ids;      // new token ids since the last event
+  std::vector<SampledToken> logprobs;  // per new token, when logprobs were requested
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
-  std::string error;                  // finish_reason == kError: what went wrong
-  std::string stop_reason;            // the stop string or "eos"/"<token id>" that ended it
-  RequestUsage usage;                 // running totals
-  const RequestTimeline* timeline = nullptr;  // valid only during the callback; set on finish
+  std::string error;        // finish_reason == kError: what went wrong
+  std::string stop_reason;  // the stop string or "eos"/"<token id>" that ended it
+  RequestUsage usage;       // running totals
+  // The request's timeline; set on the final event, valid only during the callback.
+  const RequestTimeline* timeline = nullptr;
 };
 
 // Called on the engine thread; must return quickly and must not call back into the engine

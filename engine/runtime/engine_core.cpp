@@ -1,0 +1,255 @@
+#include "engine/runtime/engine_core.h"
+
+#include <exception>
+
+#include "engine/core/log.h"
+#include "engine/core/strings.h"
+#include "engine/runtime/model_input_builder.h"
+
+namespace lathe {
+
+namespace {
+
+double seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+bool is_set(Clock::time_point t) {
+  return t != Clock::time_point{};
+}
+
+// Prompt or recomputed tokens in a scheduled chunk; the rest is the one decode token (a generated
+// token computed to sample the next).
+int32_t prefill_tokens(const ScheduledSequence& s) {
+  const bool decode = s.sample && s.context_len() - 1 >= s.num_prompt_tokens;
+  return s.num_new_tokens - (decode ? 1 : 0);
+}
+
+}  // namespace
+
+EngineCore::EngineCore(const EngineCoreConfig& config, ModelRunner* runner,
+                       MetricsRegistry* metrics)
+    : config_(config),
+      runner_(runner),
+      metrics_(metrics),
+      kv_(config.kv),
+      scheduler_(config.limits, &kv_) {}
+
+void EngineCore::add_request(CoreRequest request) {
+  auto seq = std::make_unique<Sequence>();
+  seq->id = request.id;
+  seq->tokens = request.prompt;
+  seq->num_prompt_tokens = static_cast<int32_t>(request.prompt.size());
+  OutputProcessor output(config_.tokenizer, request.sampling, config_.eos_ids);
+  auto active = std::make_unique<Active>(Active{std::move(request), std::move(output), {}, 0});
+  active->timeline.arrival = active->req.arrival;
+  const RequestId id = active->req.id;
+  scheduler_.add(std::move(seq));
+  active_[id] = std::move(active);
+}
+
+EngineLoad EngineCore::load() const {
+  const KvUsage u = kv_.usage();
+  EngineLoad l;
+  l.num_running = scheduler_.num_running();
+  l.num_waiting = scheduler_.num_waiting();
+  l.kv_blocks_used = u.used;
+  l.kv_blocks_cached = u.cached_free;
+  l.kv_blocks_free = u.free;
+  return l;
+}
+
+void EngineCore::publish_load() {
+  MetricsUpdate u;
+  u.time = Clock::now();
+  u.load = load();
+  metrics_->record(u);
+}
+
+void EngineCore::abort_request(RequestId id) {
+  if (active_.count(id) == 0) return;
+  MetricsUpdate u;
+  u.time = Clock::now();
+  std::vector<PendingEvent> events;
+  StreamEvent e;
+  finish(id, FinishReason::kAbort, std::move(e), "", "", u, events);
+  u.load = load();
+  metrics_->record(u);
+  deliver(events);
+}
+
+void EngineCore::abort_all() {
+  MetricsUpdate u;
+  u.time = Clock::now();
+  std::vector<PendingEvent> events;
+  for (RequestId id : scheduler_.unfinished_ids())
+    finish(id, FinishReason::kAbort, {}, "", "", u, events);
+  u.load = load();
+  metrics_->record(u);
+  deliver(events);
+}
+
+SamplingRow EngineCore::sampling_row(const Active& a) const {
+  const Sequence* seq = scheduler_.find(a.req.id);
+  SamplingRowInput in;
+  in.params = &a.req.sampling;
+  in.seed = a.req.seed;
+  in.tokens = seq->tokens;
+  in.num_prompt_tokens = seq->num_prompt_tokens;
+  in.stop_ids = a.output.end_token_ids();
+  return make_sampling_row(in);
+}
+
+void EngineCore::finish(RequestId id, FinishReason reason, StreamEvent event,
+                        std::string stop_reason, std::string error, MetricsUpdate& u,
+                        std::vector<PendingEvent>& events) {
+  auto it = active_.find(id);
+  if (it == active_.end()) return;
+  std::unique_ptr<Active> a = std::move(it->second);
+  active_.erase(it);
+  scheduler_.finish(id);  // frees the blocks now
+  RequestTimeline& t = a->timeline;
+  t.finished = u.time;
+
+  const int32_t generated = a->output.num_output_tokens();
+  FinishedRequestPoint f;
+  f.id = id;
+  f.client_id = a->req.client_id;
+  f.reason = reason;
+  f.prompt_tokens = static_cast<int32_t>(a->req.prompt.size());
+  f.generation_tokens = generated;
+  f.cached_prompt_tokens = a->num_cached_tokens;
+  f.queue_s = is_set(t.first_scheduled) ? seconds(t.first_scheduled - t.arrival) : 0.0;
+  f.ttft_s = is_set(t.first_token) ? seconds(t.first_token - t.arrival) : -1.0;
+  f.e2e_s = seconds(t.finished - t.arrival);
+  if (generated > 1 && t.finished > t.first_token)
+    f.decode_tokens_per_s = (generated - 1) / seconds(t.finished - t.first_token);
+  u.finished.push_back(f);
+
+  event.id = id;
+  event.finished = true;
+  event.finish_reason = reason;
+  event.stop_reason = std::move(stop_reason);
+  event.error = std::move(error);
+  event.usage = {f.prompt_tokens, generated, a->num_cached_tokens};
+  StreamCallback cb = a->req.on_event;
+  events.push_back(PendingEvent{std::move(cb), std::move(event), std::move(a)});
+}
+
+void EngineCore::fail_step(const SchedulerOutput& out, const Status& status, MetricsUpdate& u,
+                           std::vector<PendingEvent>& events) {
+  log_error("model step failed: " + status.message());
+  for (const ScheduledSequence& s : out.seqs)
+    finish(s.id, FinishReason::kError, {}, "", "the model runner failed: " + status.message(), u,
+           events);
+  // Blocks published for this step were never written: forget every cached block.
+  kv_.reset_prefix_cache();
+}
+
+bool EngineCore::step() {
+  SchedulerOutput out = scheduler_.schedule();
+  MetricsUpdate u;
+  u.time = Clock::now();
+  std::vector<PendingEvent> events;
+  for (const FailedSequence& f : out.failed)
+    finish(
+        f.id, FinishReason::kError, {}, "",
+        strformat("the request needs %d tokens of KV cache, more than the whole cache holds (%d)",
+                  f.num_tokens, kv_.usage().total * kv_.block_size()),
+        u, events);
+  if (out.empty()) {
+    u.load = load();
+    metrics_->record(u);
+    deliver(events);
+    return false;
+  }
+  for (const ScheduledSequence& s : out.seqs) {
+    Active& a = *active_.at(s.id);
+    if (!is_set(a.timeline.first_scheduled)) a.timeline.first_scheduled = u.time;
+  }
+  for (const AdmittedSequence& adm : out.admitted) {
+    u.prefix_cache_queries += adm.num_tokens;
+    u.prefix_cache_hits += adm.num_cached_tokens;
+    if (adm.first_admission) active_.at(adm.id)->num_cached_tokens = adm.num_cached_tokens;
+  }
+
+  ModelInput in = build_model_input(out, kv_.block_size());
+  in.sampling.reserve(in.sample_seqs.size());
+  for (int32_t idx : in.sample_seqs)
+    in.sampling.push_back(sampling_row(*active_.at(out.seqs[static_cast<size_t>(idx)].id)));
+  Result<ModelOutput> result = runner_->execute(in);
+  if (result.is_ok() && result->tokens.size() != in.sample_seqs.size())
+    result = internal_error(strformat("the runner returned %zu tokens for %zu sampled sequences",
+                                      result->tokens.size(), in.sample_seqs.size()));
+
+  u.time = Clock::now();
+  u.is_step = true;
+  u.num_scheduled_seqs = static_cast<int32_t>(out.seqs.size());
+  u.num_batched_tokens = out.num_batched_tokens;
+  u.num_preemptions = static_cast<int32_t>(out.preempted.size());
+  for (const ScheduledSequence& s : out.seqs) u.num_prefill_tokens += prefill_tokens(s);
+
+  if (!result.is_ok()) {
+    fail_step(out, result.status(), u, events);
+  } else {
+    const int64_t vocab = runner_->vocab_size();
+    for (size_t k = 0; k < in.sample_seqs.size(); ++k) {
+      const RequestId id = out.seqs[static_cast<size_t>(in.sample_seqs[k])].id;
+      const SampledToken& tok = result->tokens[k];
+      if (tok.token < 0 || tok.token >= vocab) {
+        finish(
+            id, FinishReason::kError, {}, "",
+            strformat("the model runner produced token id %d, outside the vocabulary", tok.token),
+            u, events);
+        continue;
+      }
+      Active& a = *active_.at(id);
+      scheduler_.append_token(id, tok.token);
+      RequestTimeline& t = a.timeline;
+      if (t.token_times.empty()) {
+        t.first_token = u.time;
+        u.first_tokens.push_back({id, seconds(u.time - t.arrival),
+                                  seconds(t.first_scheduled - t.arrival),
+                                  static_cast<int32_t>(a.req.prompt.size())});
+      } else {
+        u.itl_s.push_back(seconds(u.time - t.token_times.back()));
+      }
+      t.token_times.push_back(u.time);
+      ++u.num_generated_tokens;
+
+      OutputDelta d = a.output.add_token(tok.token);
+      StreamEvent e;
+      e.id = id;
+      e.text = std::move(d.text);
+      e.token_ids = {tok.token};
+      if (a.req.sampling.logprobs >= 0) e.logprobs = {tok};
+      if (d.finished) {
+        finish(id, d.reason, std::move(e), std::move(d.stop_reason), "", u, events);
+      } else {
+        e.usage = {static_cast<int32_t>(a.req.prompt.size()), a.output.num_output_tokens(),
+                   a.num_cached_tokens};
+        events.push_back(PendingEvent{a.req.on_event, std::move(e), nullptr});
+      }
+    }
+  }
+  u.load = load();
+  metrics_->record(u);
+  deliver(events);
+  return true;
+}
+
+void EngineCore::deliver(std::vector<PendingEvent>& events) {
+  for (PendingEvent& p : events) {
+    if (!p.callback) continue;
+    if (p.owner) p.event.timeline = &p.owner->timeline;
+    try {
+      p.callback(p.event);
+    } catch (const std::exception& ex) {
+      log_error(std::string("a stream callback threw: ") + ex.what());
+    } catch (...) {
+      log_error("a stream callback threw");
+    }
+  }
+  events.clear();
+}
+
+}  // namespace lathe

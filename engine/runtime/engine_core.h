@@ -1,0 +1,94 @@
+// The engine core: one step at a time, on the engine's own thread (never thread-safe by itself;
+// Engine feeds it from its inbox). A step is
+//   schedule -> build ModelInput -> runner.execute -> append sampled tokens -> detokenize, check
+//   EOS / stop strings / length -> free finished requests -> record metrics -> stream events.
+// Events are delivered after the step's metrics are recorded, so a callback that reads the metrics
+// sees the blocks of a finished request already freed.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/kv/kv_cache_manager.h"
+#include "engine/runtime/metrics.h"
+#include "engine/runtime/model_runner.h"
+#include "engine/runtime/output_processor.h"
+#include "engine/runtime/request.h"
+#include "engine/sched/scheduler.h"
+
+namespace lathe {
+
+// A validated request, ready for the core (Engine::submit builds it).
+struct CoreRequest {
+  RequestId id = 0;
+  std::string client_id;
+  std::vector<TokenId> prompt;  // non-empty, ids in the vocabulary, shorter than max-model-len
+  SamplingParams sampling;      // validated; max_tokens clamped to max-model-len - prompt
+  uint64_t seed = 0;            // the request's seed (sampling.seed or a random one)
+  StreamCallback on_event;
+  Clock::time_point arrival;
+};
+
+struct EngineCoreConfig {
+  SchedulerLimits limits;
+  KvCacheConfig kv;
+  std::shared_ptr<const Tokenizer> tokenizer;  // null: stream token ids only
+  std::vector<TokenId> eos_ids;
+};
+
+class EngineCore {
+ public:
+  // `runner` (with its KV cache allocated for config.kv) and `metrics` must outlive the core.
+  EngineCore(const EngineCoreConfig& config, ModelRunner* runner, MetricsRegistry* metrics);
+
+  void add_request(CoreRequest request);
+  // Ends a waiting or running request with reason abort: its blocks are freed before its final
+  // event is delivered. Unknown ids are ignored.
+  void abort_request(RequestId id);
+  // Aborts every request (shutdown).
+  void abort_all();
+
+  // Runs one step when there is work; returns false when nothing was scheduled.
+  bool step();
+  // Records the current gauges (running, waiting, KV blocks) in the metrics.
+  void publish_load();
+
+  bool has_unfinished() const { return scheduler_.has_unfinished(); }
+  int32_t num_running() const { return scheduler_.num_running(); }
+  int32_t num_waiting() const { return scheduler_.num_waiting(); }
+  KvUsage kv_usage() const { return kv_.usage(); }
+
+ private:
+  struct Active {
+    CoreRequest req;
+    OutputProcessor output;
+    RequestTimeline timeline;
+    int32_t num_cached_tokens = 0;
+  };
+  struct PendingEvent {
+    StreamCallback callback;
+    StreamEvent event;
+    std::unique_ptr<Active> owner;  // kept alive until a finished event is delivered
+  };
+
+  EngineLoad load() const;
+  SamplingRow sampling_row(const Active& a) const;
+  // Removes a request from the scheduler (freeing its blocks) and queues its final event.
+  // `event` carries the last token's text and ids, if any.
+  void finish(RequestId id, FinishReason reason, StreamEvent event, std::string stop_reason,
+              std::string error, MetricsUpdate& update, std::vector<PendingEvent>& events);
+  void fail_step(const SchedulerOutput& out, const Status& status, MetricsUpdate& update,
+                 std::vector<PendingEvent>& events);
+  static void deliver(std::vector<PendingEvent>& events);
+
+  EngineCoreConfig config_;
+  ModelRunner* runner_;
+  MetricsRegistry* metrics_;
+  KvCacheManager kv_;
+  Scheduler scheduler_;
+  std::unordered_map<RequestId, std::unique_ptr<Active>> active_;
+};
+
+}  // namespace lathe

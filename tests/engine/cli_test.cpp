@@ -1,0 +1,139 @@
+// `lathe generate` and `lathe bench throughput|latency` as a user runs them: exit codes, one-line
+// errors, the summary line, and the JSON results. Uses the tiny fixture with --load-format dummy
+// (random weights of its config, no tokenizer), and the default model when it is present.
+#include <QtTest>
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "test_support.h"
+
+namespace {
+
+struct Run {
+  int exit_code = -1;
+  QString out, err;
+};
+
+Run run_lathe(const QStringList& args, int timeout_ms = 120000) {
+  QProcess p;
+  p.start(QString(LATHE_CLI), args);
+  Run r;
+  if (!p.waitForFinished(timeout_ms)) {
+    p.kill();
+    p.waitForFinished();
+    r.err = "timed out";
+    return r;
+  }
+  r.exit_code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
+  r.out = QString::fromUtf8(p.readAllStandardOutput());
+  r.err = QString::fromUtf8(p.readAllStandardError());
+  return r;
+}
+
+QString fixture() {
+  return QString::fromStdString(lathe::test::fixture_path("models/llama_tied"));
+}
+
+QStringList dummy_fixture() {
+  return {"-m", fixture(), "--load-format", "dummy", "--device", "cpu", "--threads", "2"};
+}
+
+// stderr lines that are errors ("[hh:mm:ss] error: ...").
+QStringList error_lines(const QString& err) {
+  QStringList out;
+  for (const QString& line : err.split('\n', Qt::SkipEmptyParts))
+    if (line.contains("] error: ")) out << line;
+  return out;
+}
+
+nlohmann::json read_json(const QString& path) {
+  QFile f(path);
+  if (!f.open(QIODevice::ReadOnly)) return {};
+  return nlohmann::json::parse(f.readAll().toStdString(), nullptr, false);
+}
+
+}  // namespace
+
+class CliTest : public QObject {
+  Q_OBJECT
+ private slots:
+  void generate_errors_are_one_line_with_a_non_zero_exit() {
+    Run r = run_lathe({"generate", "-m", "/nonexistent/model.gguf", "-p", "hi"});
+    QVERIFY(r.exit_code != 0);
+    QCOMPARE(error_lines(r.err).size(), 1);
+    QVERIFY2(r.err.contains("/nonexistent/model.gguf"), qPrintable(r.err));
+
+    r = run_lathe(QStringList{"generate", "-p", "hi"} + dummy_fixture());
+    QVERIFY(r.exit_code != 0);
+    QCOMPARE(error_lines(r.err).size(), 1);
+    QVERIFY2(r.err.contains("no tokenizer"), qPrintable(r.err));
+
+    r = run_lathe(QStringList{"generate", "-p", "hi", "--max-model-len", "100000"} +
+                  dummy_fixture());
+    QVERIFY(r.exit_code != 0);
+    QVERIFY2(r.err.contains("--max-model-len <= 256"), qPrintable(r.err));
+
+    r = run_lathe(QStringList{"generate", "-p", "hi", "--max-num-seqs", "64",
+                              "--max-num-batched-tokens", "8"} +
+                  dummy_fixture());
+    QVERIFY(r.exit_code != 0);
+    QVERIFY2(r.err.contains("--max-num-batched-tokens"), qPrintable(r.err));
+  }
+
+  void bench_throughput_reports_and_writes_json() {
+    QTemporaryDir dir;
+    const QString json = dir.filePath("throughput.json");
+    Run r = run_lathe(QStringList{"bench", "throughput", "--num-prompts", "8", "--input-len", "16",
+                                  "--output-len", "4", "--json", json} +
+                      dummy_fixture());
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains("Throughput: "), qPrintable(r.out));
+    const nlohmann::json j = read_json(json);
+    QCOMPARE(j.value("num_requests", 0), 8);
+    QCOMPARE(j.value("total_output_tokens", 0), 32);
+    QCOMPARE(j.value("total_input_tokens", 0), 128);
+    QVERIFY(j.value("requests_per_second", 0.0) > 0.0);
+
+    r = run_lathe(QStringList{"bench", "throughput", "--num-prompts", "2", "--input-len", "300",
+                              "--output-len", "4"} +
+                  dummy_fixture());
+    QVERIFY(r.exit_code != 0);
+    QVERIFY2(r.err.contains("exceeds max-model-len 256"), qPrintable(r.err));
+  }
+
+  void bench_latency_reports_percentiles() {
+    QTemporaryDir dir;
+    const QString json = dir.filePath("latency.json");
+    Run r = run_lathe(QStringList{"bench", "latency", "--batch-size", "2", "--input-len", "8",
+                                  "--output-len", "4", "--num-iters-warmup", "1", "--num-iters",
+                                  "2", "--json", json} +
+                      dummy_fixture());
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains("Avg latency: ") && r.out.contains("99% percentile latency"),
+             qPrintable(r.out));
+    const nlohmann::json j = read_json(json);
+    QCOMPARE(j["latencies"].size(), size_t{2});
+    QVERIFY(j.value("avg_latency", 0.0) > 0.0);
+    QVERIFY(j["tpot_s"].value("mean", 0.0) > 0.0);
+  }
+
+  void generate_streams_and_ends_with_a_summary_line() {
+    const std::string model = lathe::test::default_model_path();
+    if (!std::filesystem::exists(model)) QSKIP("the default model is not in the cache");
+    Run r =
+        run_lathe({"generate", "--chat", "-p", "What is the capital of France?", "--temperature",
+                   "0", "-n", "24", "--device", "cpu", "--max-model-len", "512"});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains("Paris"), qPrintable(r.out));
+    const QStringList lines = r.err.split('\n', Qt::SkipEmptyParts);
+    QVERIFY(!lines.isEmpty());
+    QVERIFY2(lines.last().startsWith("prompt tokens: ") &&
+                 lines.last().contains("time to first token") && lines.last().contains("tokens/s"),
+             qPrintable(lines.last()));
+  }
+};
+
+QTEST_GUILESS_MAIN(CliTest)
+#include "cli_test.moc"
