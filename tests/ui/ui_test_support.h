@@ -1,0 +1,88 @@
+// Helpers shared by the Lathe Studio GUI tests: isolated settings and data folders, a probe that
+// measures how long the event loop goes without running, and the paths of the default model and
+// the `lathe` CLI.
+#pragma once
+
+#include <QCoreApplication>
+#include <QElapsedTimer>
+#include <QSettings>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QTimer>
+
+#include <algorithm>
+
+namespace lathe::ui::test {
+
+// Points QSettings and QStandardPaths at fresh temporary folders so a test never reads or writes
+// the user's real settings, recent models or conversations. Call first, before any widget exists.
+inline void isolateSettings(const QTemporaryDir& dir) {
+  QStandardPaths::setTestModeEnabled(true);
+  QCoreApplication::setOrganizationName(QStringLiteral("LatheTest"));
+  QCoreApplication::setApplicationName(QStringLiteral("Lathe Studio Test"));
+  QSettings::setDefaultFormat(QSettings::IniFormat);
+  QSettings::setPath(QSettings::IniFormat, QSettings::UserScope,
+                     dir.filePath(QStringLiteral("settings")));
+  QSettings().clear();
+}
+
+// Measures the longest gap between two runs of a `periodMs` timer: how long the event loop was
+// unable to process events (a frozen window shows up as a large gap).
+class ResponsivenessProbe : public QObject {
+ public:
+  explicit ResponsivenessProbe(int periodMs = 5) {
+    m_timer.setInterval(periodMs);
+    m_timer.setTimerType(Qt::PreciseTimer);
+    QObject::connect(&m_timer, &QTimer::timeout, this, [this] {
+      const qint64 now = m_clock.nsecsElapsed();
+      if (m_last >= 0) m_maxGapNs = std::max(m_maxGapNs, now - m_last);
+      m_last = now;
+      ++m_ticks;
+    });
+  }
+  void start() {
+    m_maxGapNs = 0;
+    m_last = -1;
+    m_ticks = 0;
+    m_clock.start();
+    m_timer.start();
+  }
+  void stop() { m_timer.stop(); }
+  double maxGapMs() const { return static_cast<double>(m_maxGapNs) / 1e6; }
+  int ticks() const { return m_ticks; }
+
+ private:
+  QTimer m_timer;
+  QElapsedTimer m_clock;
+  qint64 m_last = -1;
+  qint64 m_maxGapNs = 0;
+  int m_ticks = 0;
+};
+
+}  // namespace lathe::ui::test
+
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QMimeData>
+#include <QUrl>
+#include <QWidget>
+
+#include <memory>
+
+namespace lathe::ui::test {
+
+// Drags `path` over `target` and drops it, as a file manager would. Returns whether the window
+// accepted the drag.
+inline bool dropFile(QWidget* target, const QString& path) {
+  auto mime = std::make_unique<QMimeData>();
+  mime->setUrls({QUrl::fromLocalFile(path)});
+  const QPoint pos = target->rect().center();
+  QDragEnterEvent enter(pos, Qt::CopyAction, mime.get(), Qt::LeftButton, Qt::NoModifier);
+  QCoreApplication::sendEvent(target, &enter);
+  if (!enter.isAccepted()) return false;
+  QDropEvent drop(QPointF(pos), Qt::CopyAction, mime.get(), Qt::LeftButton, Qt::NoModifier);
+  QCoreApplication::sendEvent(target, &drop);
+  return drop.isAccepted();
+}
+
+}  // namespace lathe::ui::test
