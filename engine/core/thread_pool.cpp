@@ -12,6 +12,19 @@
 #endif
 
 namespace lathe {
+namespace {
+
+// Waits for `done()` by spinning briefly, then yielding the core: on an oversubscribed machine the
+// thread we wait for may be descheduled, and spinning would only keep it off the core longer.
+template <typename Pred>
+void spin_then_yield(Pred done) {
+  for (int i = 0; !done(); ++i) {
+    if (i < 1024) LATHE_CPU_RELAX();
+    else std::this_thread::yield();
+  }
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
   if (num_threads <= 0) num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -61,10 +74,10 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     sleep_cv_.notify_all();
   }
   run_chunks(job);
-  while (job.remaining.load() > 0) LATHE_CPU_RELAX();
+  spin_then_yield([&] { return job.remaining.load() == 0; });
   // Retire the job; wait until no worker can still be reading it (it lives on this stack).
   current_.store(nullptr);
-  while (active_.load() > 0) LATHE_CPU_RELAX();
+  spin_then_yield([&] { return active_.load() == 0; });
 }
 
 bool ThreadPool::wait_for_job(uint64_t seen) {
@@ -74,7 +87,8 @@ bool ThreadPool::wait_for_job(uint64_t seen) {
     if (stop_.load()) return false;
     if (generation_.load() != seen) return true;
     if ((i & 255) == 255 && SteadyClock::now() > spin_until) break;
-    LATHE_CPU_RELAX();
+    if (i < 1024) LATHE_CPU_RELAX();
+    else std::this_thread::yield();
   }
   std::unique_lock<std::mutex> lock(sleep_mutex_);
   sleepers_.fetch_add(1);
