@@ -197,4 +197,7 @@ class MetricsRegistry {
   uint64_t next_finished_seq_ = 1;
 };
 
+// Escapes a Prometheus label value (backslash, double quote, newline).
+std::string prometheus_escape_label(const std::string& value);
+
 }  // namespace lathe

@@ -19,22 +19,6 @@ std::string format_value(double v) {
   return std::string(buf, end);
 }
 
-std::string escape_label_value(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    if (c == '\\')
-      out += "\\\\";
-    else if (c == '"')
-      out += "\\\"";
-    else if (c == '\n')
-      out += "\\n";
-    else
-      out += c;
-  }
-  return out;
-}
-
 std::string escape_help(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -51,7 +35,7 @@ std::string escape_help(const std::string& s) {
 class Writer {
  public:
   explicit Writer(const std::string& model_name)
-      : model_label_("model_name=\"" + escape_label_value(model_name) + "\"") {}
+      : model_label_("model_name=\"" + prometheus_escape_label(model_name) + "\"") {}
 
   void family(const std::string& name, const char* type, const std::string& help) {
     out_ += "# HELP " + name + " " + escape_help(help) + "\n";
@@ -90,6 +74,22 @@ class Writer {
 };
 
 }  // namespace
+
+std::string prometheus_escape_label(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
+  }
+  return out;
+}
 
 std::string MetricsRegistry::prometheus_text() const {
   const MetricsSnapshot s = snapshot(~uint64_t{0}, ~uint64_t{0});  // no series needed

@@ -65,24 +65,9 @@ HttpHandler authenticated(const ServerContext& ctx, HttpHandler handler) {
   };
 }
 
-std::string prometheus_label(const std::string& v) {
-  std::string out;
-  for (const char c : v) {
-    if (c == '\\')
-      out += "\\\\";
-    else if (c == '"')
-      out += "\\\"";
-    else if (c == '\n')
-      out += "\\n";
-    else
-      out += c;
-  }
-  return out;
-}
-
 // The server's own counters, appended to the engine's exposition.
 std::string server_metrics_text(const ServerContext& ctx, int open_connections) {
-  const std::string label = "{model_name=\"" + prometheus_label(ctx.model_name) + "\"}";
+  const std::string label = "{model_name=\"" + prometheus_escape_label(ctx.model_name) + "\"}";
   std::string out;
   auto metric = [&](const char* name, const char* type, const char* help, double value) {
     out += strformat("# HELP %s %s\n# TYPE %s %s\n%s%s %.17g\n", name, help, name, type, name,
