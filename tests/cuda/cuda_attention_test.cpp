@@ -1,11 +1,14 @@
 // Paged attention on the GPU against cpu::paged_attention: Lathe's split-KV kernel (decode, and the
-// prefill fallback) and FlashInfer's FA2 prefill (when built in). Random K/V fill every block of a
-// cache whose blocks are handed out in shuffled order; sequences have odd lengths; GQA ratios 1, 4
-// and 8; head dims 64 and 128; contexts up to 32k; chunked prefill (queries after a cached prefix)
-// and mixed prefill/decode batches; a sliding window for the split-KV kernel.
+// prefill fallback), the tensor-core decode kernel (decode_attention.h: GQA groups packed into mma
+// rows, in-kernel split merge) and FlashInfer's FA2 prefill (when built in). Random K/V fill every
+// block of a cache whose blocks are handed out in shuffled order; sequences have odd lengths; GQA
+// ratios 1, 4 and 8; head dims 64 and 128; contexts up to 32k; chunked prefill (queries after a
+// cached prefix) and mixed prefill/decode batches; a sliding window for the split-KV kernel.
 // Tolerances (relative L2 error of the output):
 //   split-KV kernel: float32 softmax and accumulation, one rounding of the output:
 //     bf16 <= 8e-3, f16 <= 1e-3;
+//   decode kernel: the same (its probabilities enter the P.V product as two 16-bit parts, ~16
+//     bits), and the split-merge counters must be back at zero after every launch;
 //   FlashInfer: the probabilities are rounded to the 16-bit type before the P·V tensor-core
 //   product:
 //     bf16 <= 1.5e-2, f16 <= 3e-3.
@@ -17,6 +20,7 @@
 
 #include "cuda_test_util.h"
 #include "engine/backend/cpu/cpu_ops.h"
+#include "engine/backend/cuda/decode_attention.h"
 #include "engine/backend/cuda/paged_attention.h"
 #include "engine/backend/cuda/prefill_attention.h"
 #include "engine/core/thread_pool.h"
@@ -146,6 +150,43 @@ struct Problem {
     return decode16(dtype, out.download<uint16_t>(static_cast<size_t>(num_tokens) * hq * d));
   }
 
+  // Decode steps only (one query per sequence). `counters_zero` reports whether the split-merge
+  // counters were left at zero.
+  std::vector<float> run_decode(int32_t splits, bool* counters_zero) const {
+    const int32_t num_seqs = static_cast<int32_t>(seqs.size());
+    Dev out = Dev::poisoned(int64_t{num_seqs} * hq * d * 2);
+    const int64_t ws_bytes = cuda::decode_attention_workspace_bytes(num_seqs, hq, d, splits);
+    Dev ws = Dev::poisoned(std::max<int64_t>(ws_bytes, 16));
+    Dev counters = Dev::from(std::vector<int32_t>(static_cast<size_t>(num_seqs) * hkv, 0));
+    cuda::DecodeAttentionArgs a;
+    a.q = d_q.get();
+    a.q_stride = q_stride;
+    a.out = out.get();
+    a.k_cache = d_k.get();
+    a.v_cache = d_v.get();
+    a.seq_lens = d_sl.as<int32_t>();
+    a.kv_indptr = d_indptr.as<int32_t>();
+    a.kv_indices = d_indices.as<int32_t>();
+    a.num_seqs = num_seqs;
+    a.num_heads = hq;
+    a.num_kv_heads = hkv;
+    a.head_dim = d;
+    a.block_size = block_size;
+    a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+    a.sliding_window = window;
+    a.max_splits = splits;
+    a.workspace = ws.as<float>();
+    a.counters = counters.as<int32_t>();
+    a.dtype = dtype;
+    const Status s = cuda::decode_attention(a, nullptr);
+    if (!s.is_ok()) qWarning("%s", s.message().c_str());
+    if (!s.is_ok() || cudaDeviceSynchronize() != cudaSuccess) return {};
+    const std::vector<int32_t> left =
+        counters.download<int32_t>(static_cast<size_t>(num_seqs) * hkv);
+    *counters_zero = std::all_of(left.begin(), left.end(), [](int32_t c) { return c == 0; });
+    return decode16(dtype, out.download<uint16_t>(static_cast<size_t>(num_seqs) * hq * d));
+  }
+
   std::vector<float> run_flashinfer() const {
     auto p = cuda::PrefillAttention::create(dtype, hq, hkv, d, block_size, num_tokens,
                                             static_cast<int32_t>(seqs.size()));
@@ -243,6 +284,83 @@ class CudaAttentionTest : public QObject {
     qInfo("relative errors:%s", qPrintable(errors));
   }
 
+  // The tensor-core decode kernel: GQA groups 1, 4, 8, 5, 7 and 16, head dims 64 and 128, odd
+  // lengths, contexts up to 32k, a sliding window, padding rows (seq_len 0) between real ones; the
+  // runner's split count, no split, odd forced splits and the maximum.
+  void decode_attention_matches_cpu_data() {
+    QTest::addColumn<QString>("scenario");
+    QTest::addColumn<int>("hq");
+    QTest::addColumn<int>("hkv");
+    QTest::addColumn<int>("head_dim");
+    QTest::addColumn<int>("dtype");
+    QTest::addColumn<int>("window");
+    const int bf16 = int(DType::kBF16), f16 = int(DType::kF16);
+    for (const char* sc : {"decode", "padded-decode"})
+      for (auto [hq, hkv] :
+           {std::pair<int, int>{8, 8}, {32, 8}, {32, 4}, {20, 4}, {28, 4}, {16, 1}})
+        for (int hd : {64, 128})
+          QTest::newRow(qPrintable(QString("%1 gqa%2 d%3 bf16").arg(sc).arg(hq / hkv).arg(hd)))
+              << QString(sc) << hq << hkv << hd << bf16 << 0;
+    QTest::newRow("decode gqa4 d128 f16") << QString("decode") << 32 << 8 << 128 << f16 << 0;
+    QTest::newRow("decode gqa7 d64 f16") << QString("decode") << 28 << 4 << 64 << f16 << 0;
+    QTest::newRow("long-decode gqa4 d128 bf16")
+        << QString("long-decode") << 32 << 8 << 128 << bf16 << 0;
+    QTest::newRow("long-decode gqa8 d64 bf16")
+        << QString("long-decode") << 32 << 4 << 64 << bf16 << 0;
+    QTest::newRow("window-decode gqa4 d128 bf16")
+        << QString("window-decode") << 16 << 4 << 128 << bf16 << 100;
+  }
+  void decode_attention_matches_cpu() {
+    LATHE_REQUIRE_GPU();
+    QFETCH(QString, scenario);
+    QFETCH(int, hq);
+    QFETCH(int, hkv);
+    QFETCH(int, head_dim);
+    QFETCH(int, dtype);
+    QFETCH(int, window);
+    QVERIFY(cuda::decode_attention_supports(head_dim, hq, hkv));
+    Problem p;
+    p.dtype = static_cast<DType>(dtype);
+    p.hq = hq;
+    p.hkv = hkv;
+    p.d = head_dim;
+    p.window = window;
+    if (scenario == "long-decode") {
+      p.seqs = ::scenario(scenario);
+    } else if (scenario == "window-decode") {
+      p.seqs = {{300, 1}, {257, 1}, {64, 1}, {1, 1}, {101, 1}};
+    } else {
+      p.seqs = {{1, 1}, {17, 1}, {300, 1}, {1025, 1}, {4097, 1}, {130, 1}};
+    }
+    p.build(static_cast<uint32_t>(qHash(scenario) + hq * 131 + hkv * 7 + head_dim));
+    if (scenario == "padded-decode") {
+      // Rows 1 and 4 become padding rows of a graph bucket: no context, output zero.
+      for (int row : {1, 4}) {
+        p.seq_lens[row] = 0;
+        std::fill(p.ref.begin() + int64_t{row} * hq * head_dim,
+                  p.ref.begin() + int64_t{row + 1} * hq * head_dim, 0.f);
+      }
+      p.d_sl = Dev::from(p.seq_lens);
+    }
+    const double tol = p.dtype == DType::kBF16 ? 8e-3 : 1e-3;
+    int sm = 0;
+    cudaDeviceGetAttribute(&sm, cudaDevAttrMultiProcessorCount, 0);
+    const int32_t num_seqs = static_cast<int32_t>(p.seqs.size());
+    QString errors;
+    for (int32_t splits : {cuda::decode_attention_splits_for(num_seqs, hkv, sm), 1, 3, 7,
+                           cuda::kDecodeAttentionMaxSplits}) {
+      bool zero = false;
+      const std::vector<float> out = p.run_decode(splits, &zero);
+      const double err = rel_error(out, p.ref);
+      errors += QString(" %1 splits: %2").arg(splits).arg(err, 0, 'g', 3);
+      QVERIFY2(
+          err <= tol,
+          qPrintable(QString("decode kernel (%1 splits): relative error %2").arg(splits).arg(err)));
+      QVERIFY2(zero, "the split-merge counters were not left at zero");
+    }
+    qInfo("relative errors:%s", qPrintable(errors));
+  }
+
   void sliding_window_matches_cpu() {
     LATHE_REQUIRE_GPU();
     Problem p;
@@ -271,6 +389,10 @@ class CudaAttentionTest : public QObject {
     const std::vector<float> out = p.run_split_kv(4);
     QVERIFY(!out.empty());
     for (float v : out) QCOMPARE(v, 0.0f);
+    bool zero = false;
+    const std::vector<float> dec = p.run_decode(4, &zero);
+    QVERIFY(!dec.empty() && zero);
+    for (float v : dec) QCOMPARE(v, 0.0f);
   }
 };
 

@@ -4,7 +4,8 @@
 //   exact (0): embedding, cast, random weights, the residual of add_rms_norm (same float
 //   operations); one rounding of the output to the 16-bit type: bf16 <= 8e-3 (2^-9 per element,
 //   typically ~3e-3), f16 <= 1e-3; float32 outputs of matmuls over 16-bit inputs: <= 1e-5
-//   (summation order only).
+//   (summation order only); float32 outputs of decode_gemv over a normalized input: <= 1e-4 (the
+//   16-bit rounding of the normalized x may differ where the inverse RMS differs in its last bit).
 // Outputs are poisoned (NaN) before each run, so an unwritten element fails the comparison.
 #include <QtTest>
 
@@ -16,6 +17,7 @@
 #include "engine/backend/cpu/cpu_ops.h"
 #include "engine/backend/cuda/add_rms_norm.h"
 #include "engine/backend/cuda/cast.h"
+#include "engine/backend/cuda/decode_gemv.h"
 #include "engine/backend/cuda/embedding.h"
 #include "engine/backend/cuda/gemm.h"
 #include "engine/backend/cuda/gemv.h"
@@ -300,6 +302,220 @@ class CudaOpsTest : public QObject {
             LATHE_QVERIFY_REL(got(d_y), ref, tol);
           }
         }
+      }
+    }
+  }
+
+  // The fused decode product (decode_gemv.h) for M = 1..4 against the CPU ops composed as the
+  // unfused path composes them: plain input (f32 and 16-bit outputs), residual add, RMSNorm input
+  // with a row gather, SwiGLU output; 1 and 2 blocks per multiprocessor; an odd row count and k
+  // that is not a multiple of the 1024-element chunk.
+  void decode_gemv_matches_cpu() {
+    LATHE_REQUIRE_GPU();
+    int smem = 0;
+    cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);
+    for (DType t : {DType::kBF16, DType::kF16}) {
+      for (auto [n, k] : {std::pair<int64_t, int64_t>{1000, 576}, {257, 4096}, {96, 1544}}) {
+        const std::vector<float> w = round_to(t, random_floats(n * k, 21, -0.05f, 0.05f));
+        const std::vector<uint16_t> w16 = encode16(t, w);
+        Dev d_w = Dev::from(w16);
+        const TensorView wv = make_view(t, {n, k}, w16.data());
+        for (int64_t m = 1; m <= cuda::kDecodeGemvMaxM; ++m) {
+          QVERIFY(cuda::decode_gemv_fits(m, k, smem));
+          const std::vector<float> x = round_to(t, random_floats(m * k, 22 + uint32_t(m)));
+          Dev d_x = Dev::from(encode16(t, x));
+          std::vector<float> ref(m * n);
+          cpu::linear(x.data(), m, wv, nullptr, ref.data(), ThreadPool::global());
+          // Normalized input: rows gathered from 6 residual rows.
+          const int64_t res_rows = 6;
+          const std::vector<float> res = random_floats(res_rows * k, 23, -4.f, 4.f);
+          const std::vector<float> nw = random_floats(k, 24, 0.5f, 1.5f);
+          const std::vector<int32_t> pick = {5, 0, 3, 2};
+          std::vector<float> xn(m * k);
+          for (int64_t i = 0; i < m; ++i)
+            cpu::rms_norm(res.data() + pick[i] * k, nw.data(), 1, k, 1e-5f, xn.data() + i * k);
+          xn = round_to(t, xn);
+          std::vector<float> ref_n(m * n);
+          cpu::linear(xn.data(), m, wv, nullptr, ref_n.data(), ThreadPool::global());
+          Dev d_res = Dev::from(res), d_nw = Dev::from(nw), d_pick = Dev::from(pick);
+
+          for (int bps : {1, 2}) {
+            cuda::DecodeGemvArgs a;
+            a.dtype = t;
+            a.w = d_w.get();
+            a.n = n, a.k = k, a.m = m;
+            a.x = d_x.get();
+            a.blocks_per_sm = bps;
+            // Plain input, stored in f32 and in the 16-bit type.
+            for (DType out : {DType::kF32, t}) {
+              const bool f32 = out == DType::kF32;
+              Dev d_y = Dev::poisoned(m * n * 4);
+              a.y = d_y.get();
+              a.out_dtype = out;
+              LATHE_QVERIFY_OK(cuda::decode_gemv(a, nullptr));
+              LATHE_CUDA_CHECK(cudaDeviceSynchronize());
+              LATHE_QVERIFY_REL(f32 ? d_y.download<float>(m * n) : download16(t, d_y, m * n), ref,
+                                f32 ? 1e-5 : out_tol(t));
+            }
+            // Residual add: residual += round(y).
+            const std::vector<float> r0 = random_floats(m * n, 25, -4.f, 4.f);
+            Dev d_r = Dev::from(r0);
+            a.output = cuda::GemvOutput::kResidualAdd;
+            a.residual_out = d_r.as<float>();
+            LATHE_QVERIFY_OK(cuda::decode_gemv(a, nullptr));
+            LATHE_CUDA_CHECK(cudaDeviceSynchronize());
+            std::vector<float> added = d_r.download<float>(m * n);
+            for (int64_t i = 0; i < m * n; ++i) added[i] -= r0[i];
+            LATHE_QVERIFY_REL(added, round_to(t, ref), out_tol(t));
+            // RMSNorm input with the row gather, f32 output (the LM head's call).
+            a.input = cuda::GemvInput::kRmsNorm;
+            a.residual = d_res.as<float>();
+            a.norm_weight = d_nw.as<float>();
+            a.row_index = d_pick.as<int32_t>();
+            a.eps = 1e-5f;
+            a.output = cuda::GemvOutput::kStore;
+            a.out_dtype = DType::kF32;
+            Dev d_yn = Dev::poisoned(m * n * 4);
+            a.y = d_yn.get();
+            LATHE_QVERIFY_OK(cuda::decode_gemv(a, nullptr));
+            LATHE_CUDA_CHECK(cudaDeviceSynchronize());
+            LATHE_QVERIFY_REL(d_yn.download<float>(m * n), ref_n, 1e-4);
+            // RMSNorm input, SwiGLU output: y[i] = silu(round(g)) * round(u), rounded.
+            if (n % 2 == 0) {
+              const int64_t inter = n / 2;
+              std::vector<float> g(m * inter), u(m * inter), want(m * inter);
+              const std::vector<float> rn = round_to(t, ref_n);
+              for (int64_t i = 0; i < m; ++i)
+                for (int64_t j = 0; j < inter; ++j) {
+                  g[i * inter + j] = rn[i * n + j];
+                  u[i * inter + j] = rn[i * n + inter + j];
+                }
+              cpu::swiglu(g.data(), u.data(), want.data(), m * inter);
+              Dev d_act = Dev::poisoned(m * inter * 2);
+              a.output = cuda::GemvOutput::kSwiglu;
+              a.y = d_act.get();
+              a.out_dtype = t;
+              LATHE_QVERIFY_OK(cuda::decode_gemv(a, nullptr));
+              LATHE_CUDA_CHECK(cudaDeviceSynchronize());
+              LATHE_QVERIFY_REL(download16(t, d_act, m * inter), round_to(t, want), 2 * out_tol(t));
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // decode_gemv's RoPE/KV epilogue (the fused QKV projection) against the unfused sequence on the
+  // CPU: norm, projection rounded to the 16-bit type, + bias, RoPE, KV write. Neox and interleaved
+  // pairs, with and without bias (Qwen2), head dims 64 and 128, M = 1..4, shuffled slots with a
+  // skipped token (slot -1).
+  void decode_gemv_rope_matches_cpu_data() {
+    QTest::addColumn<int>("style");
+    QTest::addColumn<int>("head_dim");
+    QTest::addColumn<bool>("bias");
+    QTest::newRow("neox-128") << int(RopeStyle::kNeox) << 128 << false;
+    QTest::newRow("interleaved-128") << int(RopeStyle::kInterleaved) << 128 << false;
+    QTest::newRow("neox-64-bias") << int(RopeStyle::kNeox) << 64 << true;
+    QTest::newRow("interleaved-64-bias") << int(RopeStyle::kInterleaved) << 64 << true;
+  }
+  void decode_gemv_rope_matches_cpu() {
+    LATHE_REQUIRE_GPU();
+    QFETCH(int, style);
+    QFETCH(int, head_dim);
+    QFETCH(bool, bias);
+    ModelConfig cfg;
+    cfg.head_dim = head_dim;
+    cfg.rope_theta = 500000.0;
+    cfg.rope_scaling.type = RopeScalingType::kLlama3;
+    cfg.rope_scaling.factor = 8.0;
+    const std::vector<float> inv = rope_inverse_frequencies(cfg);
+    const RopeStyle rs = static_cast<RopeStyle>(style);
+    const int64_t hq = 8, hkv = 2, d = head_dim, n = (hq + 2 * hkv) * d, k = 576;
+    const int32_t block_size = 16, num_blocks = 4;
+    const int64_t cache_elems = int64_t{num_blocks} * block_size * hkv * d;
+    for (DType t : {DType::kBF16, DType::kF16}) {
+      const std::vector<float> w = round_to(t, random_floats(n * k, 31, -0.08f, 0.08f));
+      const std::vector<uint16_t> w16 = encode16(t, w);
+      const TensorView wv = make_view(t, {n, k}, w16.data());
+      const std::vector<float> res = random_floats(4 * k, 32, -3.f, 3.f);
+      const std::vector<float> nw = random_floats(k, 33, 0.5f, 1.5f);
+      const std::vector<float> qb = random_floats(hq * d, 34), kb = random_floats(hkv * d, 35),
+                               vb = random_floats(hkv * d, 36);
+      Dev d_w = Dev::from(w16), d_res = Dev::from(res), d_nw = Dev::from(nw),
+          d_inv = Dev::from(inv);
+      Dev d_qb = Dev::from(qb), d_kb = Dev::from(kb), d_vb = Dev::from(vb);
+      for (int64_t m = 1; m <= cuda::kDecodeGemvMaxM; ++m) {
+        std::vector<int32_t> pos(m);
+        std::mt19937 rng(37 + static_cast<uint32_t>(m));
+        for (int32_t& p : pos) p = static_cast<int32_t>(rng() % 32768);
+        std::vector<int64_t> slot_ids(num_blocks * block_size);
+        std::iota(slot_ids.begin(), slot_ids.end(), 0);
+        std::shuffle(slot_ids.begin(), slot_ids.end(), rng);
+        slot_ids.resize(m);
+        if (m > 1) slot_ids[1] = -1;
+        // CPU: norm -> projection (rounded, as the unfused path stores it) -> bias -> RoPE -> KV.
+        std::vector<float> x(m * k), qkv(m * n);
+        cpu::rms_norm(res.data(), nw.data(), m, k, 1e-5f, x.data());
+        x = round_to(t, x);
+        cpu::linear(x.data(), m, wv, nullptr, qkv.data(), ThreadPool::global());
+        qkv = round_to(t, qkv);
+        std::vector<float> q(m * hq * d), kk(m * hkv * d), v(m * hkv * d);
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < hq * d; ++j)
+            q[i * hq * d + j] = qkv[i * n + j] + (bias ? qb[j] : 0.f);
+          for (int64_t j = 0; j < hkv * d; ++j) {
+            kk[i * hkv * d + j] = qkv[i * n + hq * d + j] + (bias ? kb[j] : 0.f);
+            v[i * hkv * d + j] = qkv[i * n + (hq + hkv) * d + j] + (bias ? vb[j] : 0.f);
+          }
+        }
+        cpu::rope(q.data(), pos.data(), m, hq, d, inv, rs);
+        cpu::rope(kk.data(), pos.data(), m, hkv, d, inv, rs);
+        std::vector<float> kc(cache_elems, 0.25f), vc(cache_elems, 0.25f);
+        cpu::KvLayerView view;
+        view.k = kc.data();
+        view.v = vc.data();
+        view.block_size = block_size;
+        view.num_kv_heads = hkv;
+        view.head_dim = d;
+        cpu::write_kv(kk.data(), v.data(), slot_ids.data(), m, view);
+
+        Dev d_pos = Dev::from(pos), d_slot_ids = Dev::from(slot_ids),
+            d_y = Dev::poisoned(m * n * 2);
+        Dev d_kc = Dev::from(encode16(t, std::vector<float>(cache_elems, 0.25f)));
+        Dev d_vc = Dev::from(encode16(t, std::vector<float>(cache_elems, 0.25f)));
+        cuda::DecodeGemvArgs a;
+        a.dtype = t;
+        a.w = d_w.get();
+        a.n = n, a.k = k, a.m = m;
+        a.input = cuda::GemvInput::kRmsNorm;
+        a.residual = d_res.as<float>();
+        a.norm_weight = d_nw.as<float>();
+        a.eps = 1e-5f;
+        a.output = cuda::GemvOutput::kRopeKv;
+        a.y = d_y.get();
+        cuda::GemvRopeKv& rp = a.rope;
+        rp.num_heads = hq, rp.num_kv_heads = hkv, rp.head_dim = d;
+        rp.positions = d_pos.as<int32_t>();
+        rp.inv_freq = d_inv.as<float>();
+        rp.style = rs;
+        if (bias)
+          rp.q_bias = d_qb.as<float>(), rp.k_bias = d_kb.as<float>(), rp.v_bias = d_vb.as<float>();
+        rp.k_cache = d_kc.get();
+        rp.v_cache = d_vc.get();
+        rp.slot_mapping = d_slot_ids.as<int64_t>();
+        LATHE_QVERIFY_OK(cuda::decode_gemv(a, nullptr));
+        LATHE_CUDA_CHECK(cudaDeviceSynchronize());
+        const std::vector<float> out = download16(t, d_y, m * n);
+        std::vector<float> gq(m * hq * d), gk(m * hkv * d);
+        for (int64_t i = 0; i < m; ++i) {
+          std::copy(out.begin() + i * n, out.begin() + i * n + hq * d, gq.begin() + i * hq * d);
+          std::copy(out.begin() + i * n + hq * d, out.begin() + i * n + (hq + hkv) * d,
+                    gk.begin() + i * hkv * d);
+        }
+        LATHE_QVERIFY_REL(gq, q, out_tol(t));
+        LATHE_QVERIFY_REL(gk, kk, out_tol(t));
+        LATHE_QVERIFY_REL(download16(t, d_kc, cache_elems), kc, out_tol(t));
+        LATHE_QVERIFY_REL(download16(t, d_vc, cache_elems), vc, out_tol(t));
       }
     }
   }

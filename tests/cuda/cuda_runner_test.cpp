@@ -19,6 +19,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "cuda_test_util.h"
 #include "engine/backend/cpu/cpu_runner_factory.h"
@@ -114,6 +116,36 @@ Result<std::unique_ptr<ModelRunner>> make_cuda(const LoadedModel& m, int32_t num
   return r;
 }
 
+// The fixture models hold config.json and safetensors only (no tokenizer files).
+Result<LoadedModel> load_fixture(const std::string& name) {
+  LoadOptions lo;
+  lo.load_tokenizer = false;
+  return load_model(fixture_path("models/" + name), lo);
+}
+
+// Sets an environment variable for the scope (the runner reads its A/B switches at creation).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    qputenv(name, value);
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      qputenv(name_, QByteArray::fromStdString(old_));
+    } else {
+      qunsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
 std::vector<std::vector<TokenId>> synthetic_prompts(int64_t vocab) {
   std::vector<std::vector<TokenId>> p(3);
   const int lens[3] = {37, 5, 70};
@@ -125,9 +157,10 @@ std::vector<std::vector<TokenId>> synthetic_prompts(int64_t vocab) {
 
 // Prefill + `decode_steps` decode steps in lockstep on the CPU and CUDA runners, fed with the CPU's
 // greedy tokens; returns the worst relative logit error over the steps.
-double lockstep_logit_error(const LoadedModel& m, ModelRunner& gpu, int decode_steps) {
+double lockstep_logit_error(const LoadedModel& m, ModelRunner& gpu, int decode_steps,
+                            std::vector<std::vector<TokenId>> prompts = {}) {
   const int64_t v = m.config.vocab_size;
-  const auto prompts = synthetic_prompts(v);
+  if (prompts.empty()) prompts = synthetic_prompts(v);
   auto cpu = make_cpu(m, 64);
   Batch b(prompts);
   double worst = 0;
@@ -164,7 +197,7 @@ class CudaRunnerTest : public QObject {
   void fixture_models_match_cpu() {
     LATHE_REQUIRE_GPU();
     QFETCH(QString, model);
-    auto m = load_model(fixture_path("models/" + model.toStdString()));
+    auto m = load_fixture(model.toStdString());
     LATHE_QVERIFY_RESULT(m);
     auto gpu = make_cuda(m.value(), 64, false);
     LATHE_QVERIFY_RESULT(gpu);
@@ -190,7 +223,7 @@ class CudaRunnerTest : public QObject {
 
   void graphs_match_eager() {
     LATHE_REQUIRE_GPU();
-    auto m = load_model(fixture_path("models/qwen3_untied_bf16"));
+    auto m = load_fixture("qwen3_untied_bf16");
     LATHE_QVERIFY_RESULT(m);
     auto graph = make_cuda(m.value(), 64, false);
     auto eager = make_cuda(m.value(), 64, true);
@@ -216,6 +249,74 @@ class CudaRunnerTest : public QObject {
       if (step > 0) {
         auto* r = dynamic_cast<cuda::CudaModelRunner*>(graph.value().get());
         QVERIFY(r != nullptr && r->last_step_times().graph);
+      }
+    }
+  }
+
+  // The batch-1..4 fused path (forced on) with the tensor-core decode attention against the
+  // unfused path with the split-KV decode kernel, on the same model and steps: batches of 1 to 4
+  // sequences (graph buckets 1, 2, 4 and 3 padded to 4), logits within 1e-2 of each other (both
+  // round at the same points; summation order and the softmax split differ), and against the CPU.
+  void fused_decode_matches_unfused_data() {
+    QTest::addColumn<QString>("model");
+    for (const char* m : {"llama3_untied_bf16", "qwen2_tied", "qwen3_untied_bf16", "mistral_f16",
+                          "dummy:smollm2-135m"})
+      QTest::newRow(m) << QString(m);
+  }
+  void fused_decode_matches_unfused() {
+    LATHE_REQUIRE_GPU();
+    QFETCH(QString, model);
+    // The fixtures have head_dim 16 or 32 (split-KV decode); the dummy SmolLM2-135M shape (head_dim
+    // 64, GQA 3) takes the tensor-core decode kernel.
+    Result<LoadedModel> m = internal_error("not loaded");
+    if (model.startsWith("dummy:")) {
+      LoadOptions lo;
+      lo.load_format = LoadFormat::kDummy;
+      lo.load_tokenizer = false;
+      m = load_model(fixture_path("../../benchmarks/configs/" + model.mid(6).toStdString()), lo);
+    } else {
+      m = load_fixture(model.toStdString());
+    }
+    LATHE_QVERIFY_RESULT(m);
+    Result<std::unique_ptr<ModelRunner>> fast = internal_error("not created");
+    Result<std::unique_ptr<ModelRunner>> plain = internal_error("not created");
+    {
+      ScopedEnv f("LATHE_CUDA_FUSED", "1");
+      fast = make_cuda(m.value(), 64, false);
+    }
+    {
+      ScopedEnv f("LATHE_CUDA_FUSED", "0");
+      ScopedEnv a("LATHE_CUDA_DECODE_ATTENTION", "split");
+      plain = make_cuda(m.value(), 64, false);
+    }
+    LATHE_QVERIFY_RESULT(fast);
+    LATHE_QVERIFY_RESULT(plain);
+    auto* fr = dynamic_cast<cuda::CudaModelRunner*>(fast.value().get());
+    auto* pr = dynamic_cast<cuda::CudaModelRunner*>(plain.value().get());
+    QVERIFY(fr != nullptr && pr != nullptr);
+    QVERIFY(!fr->fused_decode_choices().empty() && fr->fused_decode_choices()[0].use);
+    QVERIFY(pr->fused_decode_choices().empty() && !pr->uses_decode_attention());
+    const int64_t v = m.value().config.vocab_size;
+    const auto all = synthetic_prompts(v);
+    for (size_t batch = 1; batch <= 4; ++batch) {
+      std::vector<std::vector<TokenId>> prompts;
+      for (size_t i = 0; i < batch; ++i) prompts.push_back(all[i % all.size()]);
+      const double fast_err = lockstep_logit_error(m.value(), *fast.value(), 4, prompts);
+      qInfo("%s batch %zu: worst relative logit error of the fused path vs the CPU: %.3g",
+            qPrintable(model), batch, fast_err);
+      QVERIFY2(fast_err <= 5e-2, qPrintable(QString("fused path error %1").arg(fast_err)));
+      Batch b(prompts);
+      for (int step = 0; step < 4; ++step) {
+        const ModelInput in = b.step(16);
+        auto lf = fast.value()->compute_logits(in);
+        auto lp = plain.value()->compute_logits(in);
+        LATHE_QVERIFY_RESULT(lf);
+        LATHE_QVERIFY_RESULT(lp);
+        LATHE_QVERIFY_REL(lf.value(), lp.value(), 1e-2);
+        std::vector<TokenId> next;
+        for (size_t s = 0; s < prompts.size(); ++s)
+          next.push_back(argmax(lp.value().data() + s * v, v));
+        b.advance(next);
       }
     }
   }
@@ -295,7 +396,7 @@ class CudaRunnerTest : public QObject {
 
   void oversized_max_model_len_is_refused_with_advice() {
     LATHE_REQUIRE_GPU();
-    auto m = load_model(fixture_path("models/llama3_untied_bf16"));
+    auto m = load_fixture("llama3_untied_bf16");
     LATHE_QVERIFY_RESULT(m);
     CudaRunnerOptions o;
     o.max_num_seqs = 4;

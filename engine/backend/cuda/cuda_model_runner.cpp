@@ -1,6 +1,7 @@
 #include "engine/backend/cuda/cuda_model_runner.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -8,6 +9,7 @@
 #include <string_view>
 
 #include "engine/backend/cuda/add_rms_norm.h"
+#include "engine/backend/cuda/decode_attention.h"
 #include "engine/backend/cuda/embedding.h"
 #include "engine/backend/cuda/paged_attention.h"
 #include "engine/backend/cuda/process_logits.h"
@@ -127,6 +129,18 @@ Status CudaModelRunner::init(const LoadedModel& model, const CudaRunnerOptions& 
   block_size_ = o.block_size > 0 ? o.block_size : 16;
   const char* env = std::getenv("LATHE_CUDA_ATTENTION");
   force_own_attention_ = env != nullptr && std::string_view(env) == "own";
+  // A/B switches and escape hatches (docs/gpu-notes.md): LATHE_CUDA_DECODE_ATTENTION=split keeps
+  // decode on the split-KV kernel; LATHE_CUDA_FUSED=0 turns the fused batch-1..4 path off, =1 uses
+  // it wherever it fits without timing it first.
+  const char* dattn = std::getenv("LATHE_CUDA_DECODE_ATTENTION");
+  decode_attention_ =
+      !(dattn != nullptr && std::string_view(dattn) == "split") &&
+      decode_attention_supports(config_.head_dim, config_.num_heads, config_.num_kv_heads);
+  const char* fused = std::getenv("LATHE_CUDA_FUSED");
+  fused_allowed_ = !(fused != nullptr && std::string_view(fused) == "0");
+  fused_forced_ = fused != nullptr && std::string_view(fused) == "1";
+  const char* fused_rope = std::getenv("LATHE_CUDA_FUSED_ROPE");
+  fused_rope_allowed_ = !(fused_rope != nullptr && std::string_view(fused_rope) == "0");
 
   const auto t0 = Clock::now();
   LATHE_ASSIGN_OR_RETURN(weights_, upload_weights(model, o.dtype, o.dummy_seed, stream_));
@@ -153,6 +167,16 @@ Status CudaModelRunner::init(const LoadedModel& model, const CudaRunnerOptions& 
   LATHE_RETURN_IF_ERROR(create_prefill_attention());
   LATHE_RETURN_IF_ERROR(allocate_buffers());
   Status profiled = profile_step();
+  if (!profiled.is_ok() && decode_attention_ && profiled.code() != ErrorCode::kOutOfMemory) {
+    // The tensor-core decode kernel is new in run 2: keep the runner usable without it.
+    log_warning("CUDA: the profiling step failed (" + profiled.message() +
+                "); retrying with the split-KV decode attention kernel");
+    cudaGetLastError();
+    decode_attention_ = false;
+    kv_.reset();
+    LATHE_CUDA_TRY(cudaStreamSynchronize(stream_));
+    profiled = profile_step();
+  }
   if (!profiled.is_ok() && prefill_ != nullptr && profiled.code() != ErrorCode::kOutOfMemory) {
     // FlashInfer is the part of this backend not built here; keep the runner usable without it.
     log_warning("CUDA: the profiling step failed with FlashInfer prefill attention (" +
@@ -204,8 +228,18 @@ Status CudaModelRunner::allocate_buffers() {
     ws = std::max(ws, paged_attention_workspace_bytes(
                           n, c.num_heads, c.head_dim,
                           paged_attention_splits_for(n, c.num_kv_heads, props_.sm_count)));
+  if (decode_attention_)
+    for (int64_t n = 1; n <= s; ++n)
+      ws = std::max(ws, decode_attention_workspace_bytes(
+                            n, c.num_heads, c.head_dim,
+                            decode_attention_splits_for(n, c.num_kv_heads, props_.sm_count)));
   LATHE_RETURN_IF_ERROR(
       attn_ws_.allocate(std::max<int64_t>(ws, 16), "attention split-KV workspace"));
+  // Arrival counters of the decode kernel's split merge: zero, and left zero by every launch.
+  LATHE_RETURN_IF_ERROR(
+      attn_counters_.allocate(std::max<int64_t>(s * c.num_kv_heads * 4, 16), "attention counters"));
+  LATHE_CUDA_TRY(cudaMemsetAsync(attn_counters_.get(), 0,
+                                 static_cast<size_t>(attn_counters_.bytes()), stream_));
   LATHE_RETURN_IF_ERROR(counts_.allocate(s * v * 4, "sampler penalty counts"));
   LATHE_CUDA_TRY(cudaMemsetAsync(counts_.get(), 0, static_cast<size_t>(counts_.bytes()), stream_));
   const int64_t sampled_bytes = s * static_cast<int64_t>(sizeof(DeviceSampledToken));
@@ -305,6 +339,15 @@ Status CudaModelRunner::profile_step() {
     LATHE_RETURN_IF_ERROR(x.allocate(kGemvMaxM * max_k * 2, "linear autotune input"));
     LATHE_RETURN_IF_ERROR(y.allocate(kGemvMaxM * max_n * 4, "linear autotune output"));
     LATHE_RETURN_IF_ERROR(linear_->autotune(shapes, x.get(), y.get(), stream_));
+    const Status tuned = tune_fused_decode(x.get(), y.get());
+    if (!tuned.is_ok()) {
+      // The fused batch-1..4 path is optional: without it the unfused path serves every step.
+      if (fused_forced_) return tuned;
+      log_warning("CUDA: the fused batch-1..4 decode path is off: " + tuned.message());
+      cudaGetLastError();
+      fused_.fill(FusedDecodeChoice{});
+      fused_report_.clear();
+    }
     LATHE_CUDA_TRY(cudaStreamSynchronize(stream_));
   }
   kv_.reset();
@@ -366,6 +409,17 @@ std::string CudaModelRunner::plan_summary() const {
                 format_bytes(static_cast<double>(memory_.activation_bytes)).c_str(),
                 format_bytes(static_cast<double>(memory_.kv_budget_bytes)).c_str(),
                 prefill_ ? "FlashInfer FA2" : "Lathe split-KV");
+  s += strformat("decode attention %s, ",
+                 decode_attention_ ? "tensor-core GQA (decode_attention)" : "Lathe split-KV");
+  std::string fused;
+  for (const FusedDecodeChoice& ch : fused_report_) {
+    if (!ch.use) continue;
+    if (!fused.empty()) fused += ',';
+    fused += std::to_string(ch.m);
+  }
+  s += "fused decode projections for batch ";
+  s += fused.empty() ? std::string("none") : fused;
+  s += ", ";
   if (options_.enforce_eager) {
     s += "eager (no CUDA graphs)";
   } else {
@@ -507,6 +561,75 @@ Status CudaModelRunner::capture_graphs() {
   return Status();
 }
 
+Status CudaModelRunner::attention(const StepArrays& d, int64_t li, int32_t t, int32_t s,
+                                  AttnPath path, int32_t splits) {
+  const ModelConfig& c = config_;
+  const int64_t hq = c.num_heads, hkv = c.num_kv_heads, hd = c.head_dim;
+  const int64_t qkv_dim = (hq + 2 * hkv) * hd;
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  uint8_t* k_cache = kv_.as<uint8_t>() + 2 * li * kv_layer_elems_ * 2;
+  uint8_t* v_cache = k_cache + kv_layer_elems_ * 2;
+  if (path == AttnPath::kFlashInfer) {
+    PrefillRunArgs pa;
+    pa.q = qkv_.get();
+    pa.q_stride = qkv_dim;
+    pa.out = attn_out_.get();
+    pa.k_cache = k_cache;
+    pa.v_cache = v_cache;
+    pa.qo_indptr = d.query_start;
+    pa.kv_indptr = d.kv_indptr;
+    pa.kv_indices = d.kv_indices;
+    pa.kv_last_page_len = d.kv_last_page_len;
+    pa.scale = scale;
+    return prefill_->run(pa, stream_);
+  }
+  if (path == AttnPath::kDecode && decode_attention_) {
+    DecodeAttentionArgs da;
+    da.q = qkv_.get();
+    da.q_stride = qkv_dim;
+    da.out = attn_out_.get();
+    da.k_cache = k_cache;
+    da.v_cache = v_cache;
+    da.seq_lens = d.seq_lens;
+    da.kv_indptr = d.kv_indptr;
+    da.kv_indices = d.kv_indices;
+    da.num_seqs = s;
+    da.num_heads = static_cast<int32_t>(hq);
+    da.num_kv_heads = static_cast<int32_t>(hkv);
+    da.head_dim = static_cast<int32_t>(hd);
+    da.block_size = block_size_;
+    da.scale = scale;
+    da.sliding_window = static_cast<int32_t>(c.sliding_window);
+    da.max_splits = decode_attention_splits_for(s, hkv, props_.sm_count);
+    da.workspace = attn_ws_.as<float>();
+    da.counters = attn_counters_.as<int32_t>();
+    da.dtype = options_.dtype;
+    return decode_attention(da, stream_);
+  }
+  PagedAttentionArgs pa;
+  pa.q = qkv_.get();
+  pa.q_stride = qkv_dim;
+  pa.out = attn_out_.get();
+  pa.k_cache = k_cache;
+  pa.v_cache = v_cache;
+  pa.query_start = d.query_start;
+  pa.seq_lens = d.seq_lens;
+  pa.kv_indptr = d.kv_indptr;
+  pa.kv_indices = d.kv_indices;
+  pa.num_seqs = s;
+  pa.num_tokens = t;
+  pa.num_heads = static_cast<int32_t>(hq);
+  pa.num_kv_heads = static_cast<int32_t>(hkv);
+  pa.head_dim = static_cast<int32_t>(hd);
+  pa.block_size = block_size_;
+  pa.scale = scale;
+  pa.sliding_window = static_cast<int32_t>(c.sliding_window);
+  pa.max_splits = splits;
+  pa.workspace = attn_ws_.as<float>();
+  pa.dtype = options_.dtype;
+  return paged_attention(pa, stream_);
+}
+
 Status CudaModelRunner::forward(const StepArrays& d, int32_t t, int32_t s, int32_t r, AttnPath path,
                                 int32_t splits) {
   const ModelConfig& c = config_;
@@ -514,9 +637,21 @@ Status CudaModelRunner::forward(const StepArrays& d, int32_t t, int32_t s, int32
   const int64_t h = c.hidden_size, hq = c.num_heads, hkv = c.num_kv_heads, hd = c.head_dim;
   const int64_t qkv_dim = (hq + 2 * hkv) * hd, ffn = c.intermediate_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   const int64_t e = 2;
   const LinearWeight lm{weights_.lm_head, c.vocab_size, h, "lm_head"};
+  // The fused batch-1..4 path (decode_gemv.h): the residual stream is updated by the o/down
+  // epilogues, the norms run in the QKV, gate/up and LM-head prologues, SwiGLU in the gate/up
+  // epilogue.
+  const FusedDecodeChoice* fused =
+      t >= 1 && t <= kDecodeGemvMaxM && fused_[static_cast<size_t>(t)].use
+          ? &fused_[static_cast<size_t>(t)]
+          : nullptr;
+  DecodeGemvArgs g;
+  g.dtype = dt;
+  g.m = t;
+  g.eps = eps;
+  g.residual = residual_.as<float>();
+  g.out_dtype = dt;
 
   LATHE_RETURN_IF_ERROR(embedding(dt, weights_.token_embd, c.vocab_size, h, d.token_ids, t,
                                   residual_.as<float>(), stream_));
@@ -535,11 +670,30 @@ Status CudaModelRunner::forward(const StepArrays& d, int32_t t, int32_t s, int32
     norm.dim = h;
     norm.eps = eps;
     norm.dtype = dt;
-    LATHE_RETURN_IF_ERROR(add_rms_norm(norm, stream_));
-    LATHE_RETURN_IF_ERROR(mark(Phase::kNorm));
-
-    LATHE_RETURN_IF_ERROR(linear_->run(LinearWeight{L.qkv, qkv_dim, h, "qkv_proj"}, dt,
-                                       xnorm_.get(), qkv_.get(), t, stream_));
+    if (fused != nullptr) {
+      g.w = L.qkv, g.n = qkv_dim, g.k = h;
+      g.input = GemvInput::kRmsNorm, g.norm_weight = L.attn_norm, g.row_index = nullptr;
+      g.output = fused->rope ? GemvOutput::kRopeKv : GemvOutput::kStore, g.y = qkv_.get();
+      if (fused->rope) {
+        GemvRopeKv& rp = g.rope;
+        rp.num_heads = static_cast<int32_t>(hq);
+        rp.num_kv_heads = static_cast<int32_t>(hkv);
+        rp.head_dim = static_cast<int32_t>(hd);
+        rp.positions = d.positions;
+        rp.inv_freq = inv_freq_.as<float>();
+        rp.style = c.rope_style;
+        rp.q_bias = L.q_bias, rp.k_bias = L.k_bias, rp.v_bias = L.v_bias;
+        rp.k_cache = k_cache, rp.v_cache = v_cache;
+        rp.slot_mapping = d.slot_mapping;
+      }
+      g.blocks_per_sm = fused->blocks_per_sm[0];
+      LATHE_RETURN_IF_ERROR(decode_gemv(g, stream_));
+    } else {
+      LATHE_RETURN_IF_ERROR(add_rms_norm(norm, stream_));
+      LATHE_RETURN_IF_ERROR(mark(Phase::kNorm));
+      LATHE_RETURN_IF_ERROR(linear_->run(LinearWeight{L.qkv, qkv_dim, h, "qkv_proj"}, dt,
+                                         xnorm_.get(), qkv_.get(), t, stream_));
+    }
     LATHE_RETURN_IF_ERROR(mark(Phase::kQkvGemm));
 
     QkvRopeKvArgs rk;
@@ -561,47 +715,37 @@ Status CudaModelRunner::forward(const StepArrays& d, int32_t t, int32_t s, int32
     rk.v_cache = v_cache;
     rk.slot_mapping = d.slot_mapping;
     rk.dtype = dt;
-    LATHE_RETURN_IF_ERROR(qkv_rope_kv(rk, stream_));
-    LATHE_RETURN_IF_ERROR(mark(Phase::kRopeKv));
-
-    if (path == AttnPath::kFlashInfer) {
-      PrefillRunArgs pa;
-      pa.q = qkv_.get();
-      pa.q_stride = qkv_dim;
-      pa.out = attn_out_.get();
-      pa.k_cache = k_cache;
-      pa.v_cache = v_cache;
-      pa.qo_indptr = d.query_start;
-      pa.kv_indptr = d.kv_indptr;
-      pa.kv_indices = d.kv_indices;
-      pa.kv_last_page_len = d.kv_last_page_len;
-      pa.scale = scale;
-      LATHE_RETURN_IF_ERROR(prefill_->run(pa, stream_));
-    } else {
-      PagedAttentionArgs pa;
-      pa.q = qkv_.get();
-      pa.q_stride = qkv_dim;
-      pa.out = attn_out_.get();
-      pa.k_cache = k_cache;
-      pa.v_cache = v_cache;
-      pa.query_start = d.query_start;
-      pa.seq_lens = d.seq_lens;
-      pa.kv_indptr = d.kv_indptr;
-      pa.kv_indices = d.kv_indices;
-      pa.num_seqs = s;
-      pa.num_tokens = t;
-      pa.num_heads = static_cast<int32_t>(hq);
-      pa.num_kv_heads = static_cast<int32_t>(hkv);
-      pa.head_dim = static_cast<int32_t>(hd);
-      pa.block_size = block_size_;
-      pa.scale = scale;
-      pa.sliding_window = static_cast<int32_t>(c.sliding_window);
-      pa.max_splits = splits;
-      pa.workspace = attn_ws_.as<float>();
-      pa.dtype = dt;
-      LATHE_RETURN_IF_ERROR(paged_attention(pa, stream_));
+    if (fused == nullptr || !fused->rope) {
+      LATHE_RETURN_IF_ERROR(qkv_rope_kv(rk, stream_));
+      LATHE_RETURN_IF_ERROR(mark(Phase::kRopeKv));
     }
+
+    LATHE_RETURN_IF_ERROR(attention(d, li, t, s, path, splits));
     LATHE_RETURN_IF_ERROR(mark(Phase::kAttention));
+
+    if (fused != nullptr) {
+      g.w = L.o, g.n = h, g.k = hq * hd;
+      g.input = GemvInput::kPlain, g.x = attn_out_.get();
+      g.output = GemvOutput::kResidualAdd, g.residual_out = residual_.as<float>();
+      g.blocks_per_sm = fused->blocks_per_sm[1];
+      LATHE_RETURN_IF_ERROR(decode_gemv(g, stream_));
+      LATHE_RETURN_IF_ERROR(mark(Phase::kOGemm));
+
+      g.w = L.gate_up, g.n = 2 * ffn, g.k = h;
+      g.input = GemvInput::kRmsNorm, g.norm_weight = L.ffn_norm;
+      g.output = GemvOutput::kSwiglu, g.y = act_.get();
+      g.blocks_per_sm = fused->blocks_per_sm[2];
+      LATHE_RETURN_IF_ERROR(decode_gemv(g, stream_));
+      LATHE_RETURN_IF_ERROR(mark(Phase::kGateUpGemm));
+
+      g.w = L.down, g.n = h, g.k = ffn;
+      g.input = GemvInput::kPlain, g.x = act_.get();
+      g.output = GemvOutput::kResidualAdd, g.residual_out = residual_.as<float>();
+      g.blocks_per_sm = fused->blocks_per_sm[3];
+      LATHE_RETURN_IF_ERROR(decode_gemv(g, stream_));
+      LATHE_RETURN_IF_ERROR(mark(Phase::kDownGemm));
+      continue;
+    }
 
     LATHE_RETURN_IF_ERROR(linear_->run(LinearWeight{L.o, h, hq * hd, "o_proj"}, dt, attn_out_.get(),
                                        proj_out_.get(), t, stream_));
@@ -622,9 +766,18 @@ Status CudaModelRunner::forward(const StepArrays& d, int32_t t, int32_t s, int32
     LATHE_RETURN_IF_ERROR(mark(Phase::kDownGemm));
   }
   if (r == 0) return Status();
+  if (fused != nullptr && fused->lm_head) {
+    g.w = weights_.lm_head, g.n = c.vocab_size, g.k = h, g.m = r;
+    g.input = GemvInput::kRmsNorm, g.norm_weight = weights_.output_norm, g.row_index = d.lm_rows;
+    g.output = GemvOutput::kStore, g.y = logits_.get(), g.out_dtype = DType::kF32;
+    g.blocks_per_sm = fused->blocks_per_sm[4];
+    LATHE_RETURN_IF_ERROR(decode_gemv(g, stream_));
+    return mark(Phase::kLmHead);
+  }
   AddRmsNormArgs fin;
   fin.residual = residual_.as<float>();
-  fin.x = proj_out_.get();
+  // After fused layers the residual already holds the last down projection.
+  fin.x = fused != nullptr ? nullptr : proj_out_.get();
   fin.weight = weights_.output_norm;
   fin.out = xnorm_.get();
   fin.row_index = d.lm_rows;

@@ -10,6 +10,15 @@
 //   x = add_rms_norm(residual, prev) for the sampled rows only ; logits = x·Wlmᵀ (f32)
 //   process_logits (banned, penalties) ; sample_tokens
 //
+// Batch-1..4 steps (decode_gemv.h): when the load-time timing says so (and LATHE_CUDA_FUSED is not
+// 0), the norms, SwiGLU and RoPE ride in the projections (norm in the QKV and gate/up prologue,
+// residual add in the o/down epilogue, SwiGLU in the gate/up epilogue, RoPE and the KV write in the
+// QKV epilogue unless LATHE_CUDA_FUSED_ROPE=0 or the model has QK norm): five kernels a layer
+// instead of nine.
+// Decode steps use the tensor-core decode attention (decode_attention.h) when the shape allows and
+// LATHE_CUDA_DECODE_ATTENTION is not "split" (which selects the split-KV kernel of
+// paged_attention.h, also used for prefill without FlashInfer).
+//
 // A step: check and pack the inputs on the host (step_inputs.h), one asynchronous copy to the
 // device, then either replay the CUDA graph of the decode bucket (decode-only steps of up to
 // max_num_seqs sequences, padded to the bucket) or launch the layers eagerly (prefill and mixed
@@ -31,6 +40,7 @@
 #include "engine/backend/cuda/cuda_common.h"
 #include "engine/backend/cuda/cuda_runner_factory.h"
 #include "engine/backend/cuda/cuda_weights.h"
+#include "engine/backend/cuda/decode_gemv.h"
 #include "engine/backend/cuda/gemm.h"
 #include "engine/backend/cuda/linear.h"
 #include "engine/backend/cuda/prefill_attention.h"
@@ -56,6 +66,27 @@ enum class Phase : int {
   kCount
 };
 const char* phase_name(Phase p);
+
+// The fused batch-1..4 path at one M, as measured at load (profile_step): the four projections of
+// a layer with their fused neighbours against the unfused sequence (each projection through the
+// faster of gemv and cuBLASLt, plus two norms and SwiGLU). Used when faster.
+struct FusedDecodeChoice {
+  int64_t m = 0;
+  bool use = false;
+  double fused_us = 0;    // per layer
+  double unfused_us = 0;  // per layer
+  // decode_gemv blocks per multiprocessor for qkv, o, gate_up, down, lm_head.
+  std::array<int, 5> blocks_per_sm = {1, 1, 1, 1, 1};
+  // RoPE and the KV write in the QKV projection's epilogue (no QK norm; LATHE_CUDA_FUSED_ROPE not
+  // 0) when faster than the QKV projection followed by qkv_rope_kv (both timed, microseconds).
+  bool rope = false;
+  double rope_fused_us = 0, rope_unfused_us = 0;
+  // The final norm in the LM head's prologue, when faster than the norm kernel + the LM head
+  // through the faster of gemv and cuBLASLt (microseconds).
+  bool lm_head = false;
+  double lm_fused_us = 0, lm_unfused_us = 0;
+  std::string note;  // why it is not used, when not
+};
 
 // Wall-clock host time of the last execute(), microseconds.
 struct StepTimes {
@@ -93,6 +124,9 @@ class CudaModelRunner final : public ModelRunner {
   const std::vector<LinearTiming>& linear_timings() const { return linear_->timings(); }
   const std::vector<int32_t>& graph_buckets() const { return buckets_; }
   bool uses_flashinfer() const { return prefill_ != nullptr; }
+  // One entry per M in [1, kDecodeGemvMaxM] (empty when the fused path is off or does not fit).
+  const std::vector<FusedDecodeChoice>& fused_decode_choices() const { return fused_report_; }
+  bool uses_decode_attention() const { return decode_attention_; }
   std::string plan_summary() const;
 
  private:
@@ -104,6 +138,10 @@ class CudaModelRunner final : public ModelRunner {
   Status allocate_buffers();
   Status allocate_step_buffers();
   Status profile_step();
+  // Times the fused batch-1..4 path against the unfused one per M and fills fused_; then checks
+  // that a fused step gives the unfused step's logits (else the fused path stays off, loudly).
+  Status tune_fused_decode(void* x_scratch, void* y_scratch);
+  Result<double> fused_logits_error(int32_t m);
   Status plan_memory();
   // The actionable error when one max_model_len sequence needs more KV cache than kv_budget.
   Status check_one_sequence_fits(int64_t kv_budget) const;
@@ -116,6 +154,8 @@ class CudaModelRunner final : public ModelRunner {
   Status run_forward(const ModelInput& input);
   Status forward(const StepArrays& d, int32_t num_tokens, int32_t num_seqs, int32_t num_lm_rows,
                  AttnPath path, int32_t splits);
+  Status attention(const StepArrays& d, int64_t layer, int32_t num_tokens, int32_t num_seqs,
+                   AttnPath path, int32_t splits);
   Status sample();
   Status ensure_events();
   Status record_event(Phase p);
@@ -137,11 +177,17 @@ class CudaModelRunner final : public ModelRunner {
   std::unique_ptr<LinearDispatcher> linear_;
   std::unique_ptr<PrefillAttention> prefill_;
   bool force_own_attention_ = false;
+  bool decode_attention_ = false;   // decode steps through decode_attention.h
+  bool fused_allowed_ = true;       // LATHE_CUDA_FUSED != 0
+  bool fused_forced_ = false;       // LATHE_CUDA_FUSED == 1: wherever it fits, untimed
+  bool fused_rope_allowed_ = true;  // LATHE_CUDA_FUSED_ROPE != 0
+  std::array<FusedDecodeChoice, kDecodeGemvMaxM + 1> fused_{};
+  std::vector<FusedDecodeChoice> fused_report_;
 
   // Activations for up to max_tokens_ tokens and max_seqs_ sequences.
   int32_t max_tokens_ = 0, max_seqs_ = 0, max_model_len_ = 0;
   DeviceBuffer residual_, xnorm_, qkv_, attn_out_, proj_out_, gate_up_, act_, logits_;
-  DeviceBuffer attn_ws_, counts_, sampled_, top_;
+  DeviceBuffer attn_ws_, attn_counters_, counts_, sampled_, top_;
   DeviceBuffer step_dev_;
   PinnedBuffer step_host_, sampled_host_, top_host_;
   StepLimits limits_;

@@ -27,6 +27,20 @@ __device__ __forceinline__ void pdl_begin() {
 #endif
 }
 
+// The two halves of pdl_begin(), for kernels that first load data the previous kernel does not
+// write (weights; KV-cache positions written by earlier steps): those loads go before pdl_wait()
+// and overlap the previous kernel's tail. Everything the previous kernels wrote is read after it.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 // Launches `kernel`, with the programmatic-stream-serialization attribute when pdl_enabled().
 template <typename... Params, typename... Args>
 cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
@@ -97,6 +111,13 @@ __device__ __forceinline__ void store8(T* p, const float (&in)[8]) {
 #pragma unroll
   for (int i = 0; i < 8; ++i) e[i] = from_float<T>(in[i]);
   *reinterpret_cast<uint4*>(p) = raw;
+}
+
+// SwiGLU's gate activation times up, in float32 with the CPU reference's operation order
+// (cpu::swiglu: g / (1 + exp(-g)) * u); shared by swiglu.cu and decode_gemv.cu so that both paths
+// compute the same function.
+__device__ __forceinline__ float silu_mul(float g, float u) {
+  return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
 }
 
 template <typename V>

@@ -7,10 +7,6 @@ namespace {
 
 constexpr int kThreads = 128;
 
-__device__ __forceinline__ float silu_mul(float g, float u) {
-  return __fmul_rn(__fdiv_rn(g, __fadd_rn(1.0f, expf(-g))), u);
-}
-
 template <typename T, bool kVec>
 __global__ void __launch_bounds__(kThreads)
     swiglu_kernel(const T* __restrict__ gate_up, T* __restrict__ out, int64_t inter) {

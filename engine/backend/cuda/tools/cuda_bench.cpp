@@ -258,6 +258,21 @@ int main(int argc, char** argv) {
       std::printf("linear %-14s M=%lld: gemv %.1f us, cuBLASLt %.1f us -> %s\n", t.name.c_str(),
                   static_cast<long long>(t.m), t.gemv_us, t.cublas_us,
                   t.use_gemv ? "gemv" : "cuBLASLt");
+  std::string fused_summary;
+  for (const FusedDecodeChoice& f : r.fused_decode_choices()) {
+    std::printf(
+        "fused decode M=%lld: %.1f us/layer fused (blocks/SM qkv %d o %d gate_up %d down %d "
+        "lm_head %d; RoPE/KV in the QKV epilogue %.1f us vs QKV + rope kernel %.1f us: %s; "
+        "LM head with the final norm %.1f us vs norm + LM head %.1f us: %s) vs %.1f us/layer "
+        "unfused -> %s%s%s\n",
+        static_cast<long long>(f.m), f.fused_us, f.blocks_per_sm[0], f.blocks_per_sm[1],
+        f.blocks_per_sm[2], f.blocks_per_sm[3], f.blocks_per_sm[4], f.rope_fused_us,
+        f.rope_unfused_us, f.rope ? "fused" : "separate", f.lm_fused_us, f.lm_unfused_us,
+        f.lm_head ? "fused" : "separate", f.unfused_us, f.use ? "fused" : "unfused",
+        f.note.empty() ? "" : ": ", f.note.c_str());
+    fused_summary += strformat(" M%lld %.1f/%.1f%s", static_cast<long long>(f.m), f.fused_us,
+                               f.unfused_us, f.use ? "*" : "");
+  }
 
   // Bytes and FLOPs of the model, for the bounds.
   const int64_t h = c.hidden_size, ffn = c.intermediate_size, v = c.vocab_size;
@@ -520,6 +535,9 @@ int main(int argc, char** argv) {
 
   std::printf("\n==== lathe_cuda_bench summary: %s, %s ====\n", r.memory_info().device_name.c_str(),
               std::string(dtype_name(o.runner.dtype)).c_str());
+  std::printf("paths: decode attention %s; fused decode us/layer fused/unfused (* = used):%s\n",
+              r.uses_decode_attention() ? "tensor-core GQA" : "split-KV",
+              fused_summary.empty() ? " off" : fused_summary.c_str());
   if (o.copy_gbps > 0 || o.gemm_tflops > 0)
     std::printf(
         "bounds (measured in this run): copy %.0f GB/s (read+write), BF16 GEMM %.0f TFLOP/s\n",

@@ -1,9 +1,11 @@
 // lathe_gpu_bounds: the two ceilings every Lathe GPU figure is reported against, measured in the
 // same run (docs/gpu-notes.md, METHOD.md): device-to-device copy bandwidth (bytes read + bytes
 // written per second) and the BF16 GEMM rate of a large cuBLASLt matmul on random data. Then the
-// decode-shaped matmuls of a model (M = 1..8): Lathe's gemv against cuBLASLt, as achieved
-// bandwidth, with weights rotated through a pool several times the L2 size so that no run is served
-// from the cache.
+// decode-shaped matmuls of a model (M = 1..8): Lathe's gemv, its decode_gemv (M <= 4, plain input,
+// the better of 1 and 2 blocks per multiprocessor) and cuBLASLt, as achieved bandwidth, with
+// weights rotated through a pool several times the L2 size so that no run is served from the
+// cache. Each run is timed alone (events around one launch), so the figures include a launch's
+// fixed cost; inside a decode step the kernels overlap their neighbours (PDL).
 //
 //   lathe_gpu_bounds [--device N] [--copy-gib 4] [--gemm-size 8192] [--shapes llama-3.1-8b]
 // Prints "bound.<name> <value>" lines (machine-readable) and a table.
@@ -18,6 +20,7 @@
 
 #include "engine/backend/cuda/cuda_common.h"
 #include "engine/backend/cuda/cuda_runner_factory.h"
+#include "engine/backend/cuda/decode_gemv.h"
 #include "engine/backend/cuda/gemm.h"
 #include "engine/backend/cuda/gemv.h"
 #include "engine/backend/cuda/random_fill.h"
@@ -144,8 +147,8 @@ int main(int argc, char** argv) {
                           {"down_proj", 4096, 14336},
                           {"lm_head(f32 out)", 128256, 4096}};
   const int64_t pool_bytes = std::max<int64_t>(4 * props.value().l2_bytes, int64_t{1} << 30);
-  std::printf("\n%-18s %2s %10s %10s %9s %9s  %s\n", "matmul", "M", "gemv_us", "cublas_us",
-              "gemv_GBps", "cublas_GBps", "faster");
+  std::printf("\n%-18s %2s %10s %10s %10s %9s %9s %9s  %s\n", "matmul", "M", "gemv_us", "dgemv_us",
+              "cublas_us", "gemv_GBps", "dgemv_GBps", "cublas_GBps", "fastest");
   for (const Shape& s : shapes) {
     const bool f32 = std::strncmp(s.name, "lm_head", 7) == 0;
     const int64_t wbytes = s.n * s.k * 2;
@@ -170,10 +173,32 @@ int main(int argc, char** argv) {
                                     nullptr));
           },
           3, 30);
+      double td = 0;
+      if (m <= kDecodeGemvMaxM) {
+        td = 1e30;
+        for (int bps : {1, 2}) {
+          DecodeGemvArgs a;
+          a.dtype = DType::kBF16;
+          a.n = s.n, a.k = s.k, a.m = m;
+          a.x = xin.get();
+          a.y = yout.get();
+          a.out_dtype = out;
+          a.blocks_per_sm = bps;
+          td = std::min(td, median_ms(
+                                [&](int i) {
+                                  a.w = wp(i);
+                                  check(decode_gemv(a, nullptr));
+                                },
+                                3, 30));
+        }
+      }
       const double moved = static_cast<double>(wbytes + m * s.k * 2 + m * s.n * (f32 ? 4 : 2));
-      std::printf("%-18s %2lld %10.2f %10.2f %9.0f %9.0f  %s\n", s.name, static_cast<long long>(m),
-                  tg * 1e3, tc * 1e3, moved / (tg * 1e-3) / 1e9, moved / (tc * 1e-3) / 1e9,
-                  tg < tc ? "gemv" : "cublas");
+      const char* fastest = tg < tc ? "gemv" : "cublas";
+      if (td > 0 && td < std::min(tg, tc)) fastest = "decode_gemv";
+      std::printf("%-18s %2lld %10.2f %10.2f %10.2f %9.0f %9.0f %9.0f  %s\n", s.name,
+                  static_cast<long long>(m), tg * 1e3, td * 1e3, tc * 1e3,
+                  moved / (tg * 1e-3) / 1e9, td > 0 ? moved / (td * 1e-3) / 1e9 : 0.0,
+                  moved / (tc * 1e-3) / 1e9, fastest);
     }
   }
   return 0;

@@ -1,0 +1,293 @@
+// CudaModelRunner's choice of the batch-1..4 decode path at load (cuda_model_runner.h,
+// FusedDecodeChoice): the fused projections of decode_gemv.h timed against the unfused sequence on
+// layer 0's weights, per M, then a fused step's logits checked against the unfused step's.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <vector>
+
+#include "engine/backend/cuda/add_rms_norm.h"
+#include "engine/backend/cuda/cuda_model_runner.h"
+#include "engine/backend/cuda/paged_attention.h"
+#include "engine/backend/cuda/qkv_rope_kv.h"
+#include "engine/backend/cuda/random_fill.h"
+#include "engine/backend/cuda/swiglu.h"
+#include "engine/core/log.h"
+#include "engine/core/strings.h"
+
+namespace lathe::cuda {
+
+namespace {
+
+// Mean time of `reps` back-to-back launches after `warmup`, microseconds.
+template <typename Fn>
+Result<double> time_launches_us(Fn&& fn, cudaStream_t stream, int warmup, int reps) {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  LATHE_CUDA_TRY(cudaEventCreate(&start));
+  const cudaError_t err = cudaEventCreate(&stop);
+  if (err != cudaSuccess) {
+    cudaEventDestroy(start);
+    return cuda_error(err, "cudaEventCreate");
+  }
+  auto run = [&]() -> Result<double> {
+    for (int i = 0; i < warmup; ++i) LATHE_RETURN_IF_ERROR(fn());
+    LATHE_CUDA_TRY(cudaEventRecord(start, stream));
+    for (int i = 0; i < reps; ++i) LATHE_RETURN_IF_ERROR(fn());
+    LATHE_CUDA_TRY(cudaEventRecord(stop, stream));
+    LATHE_CUDA_TRY(cudaEventSynchronize(stop));
+    float ms = 0.f;
+    LATHE_CUDA_TRY(cudaEventElapsedTime(&ms, start, stop));
+    return static_cast<double>(ms) * 1000.0 / reps;
+  };
+  Result<double> r = run();
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return r;
+}
+
+double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
+    const double d = static_cast<double>(a[i]) - b[i];
+    num += d * d;
+    den += static_cast<double>(b[i]) * b[i];
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+}  // namespace
+
+Status CudaModelRunner::tune_fused_decode(void* x_scratch, void* y_scratch) {
+  fused_.fill(FusedDecodeChoice{});
+  fused_report_.clear();
+  if (!fused_allowed_) return Status();
+  const ModelConfig& c = config_;
+  const DType dt = options_.dtype;
+  const DeviceLayer& L = weights_.layers[0];
+  const int64_t h = c.hidden_size, qd = c.q_size(), ffn = c.intermediate_size;
+  const int64_t qkv_dim = c.q_size() + 2 * c.kv_size();
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const int64_t max_m = std::min<int64_t>({kDecodeGemvMaxM, max_tokens_, max_seqs_});
+  // Inputs that are never zeros: residual rows, the projection output the unfused norm adds, the
+  // gate/up activations; x_scratch holds 0.01 from the linear autotune.
+  DeviceBuffer res_out, rope_in;  // rope_in: positions (int32) at 0, slots (int64) at byte 64
+  LATHE_RETURN_IF_ERROR(res_out.allocate(kDecodeGemvMaxM * h * 4, "fused decode tuning"));
+  LATHE_RETURN_IF_ERROR(rope_in.allocate(128, "fused decode tuning"));
+  LATHE_RETURN_IF_ERROR(constant_fill(DType::kF32, residual_.get(), max_m * h, 0.5f, stream_));
+  LATHE_RETURN_IF_ERROR(constant_fill(DType::kF32, res_out.get(), max_m * h, 0.5f, stream_));
+  LATHE_RETURN_IF_ERROR(constant_fill(dt, proj_out_.get(), max_m * h, 0.01f, stream_));
+  LATHE_RETURN_IF_ERROR(constant_fill(dt, gate_up_.get(), max_m * 2 * ffn, 0.01f, stream_));
+
+  auto best_linear_us = [&](int64_t n, int64_t k, int64_t m) {
+    double best = 1e30;
+    for (const LinearTiming& t : linear_->timings())
+      if (t.n == n && t.k == k && t.m == m) best = std::min(t.gemv_us, t.cublas_us);
+    return best;
+  };
+  for (int64_t m = 1; m <= max_m; ++m) {
+    FusedDecodeChoice ch;
+    ch.m = m;
+    const int smem = props_.max_smem_optin;
+    if (!decode_gemv_fits(m, h, smem) || !decode_gemv_fits(m, qd, smem) ||
+        !decode_gemv_fits(m, ffn, smem)) {
+      ch.note = "shape not taken by decode_gemv (k % 8, or x over the shared memory)";
+      fused_report_.push_back(ch);
+      continue;
+    }
+    // The five calls forward() makes, on layer 0's weights.
+    DecodeGemvArgs base;
+    base.dtype = dt;
+    base.m = m;
+    base.eps = eps;
+    base.residual = residual_.as<float>();
+    base.out_dtype = dt;
+    std::array<DecodeGemvArgs, 5> calls;
+    calls.fill(base);
+    calls[0].w = L.qkv, calls[0].n = qkv_dim, calls[0].k = h;
+    calls[0].input = GemvInput::kRmsNorm, calls[0].norm_weight = L.attn_norm;
+    calls[0].output = GemvOutput::kStore, calls[0].y = y_scratch;
+    calls[1].w = L.o, calls[1].n = h, calls[1].k = qd;
+    calls[1].input = GemvInput::kPlain, calls[1].x = x_scratch;
+    calls[1].output = GemvOutput::kResidualAdd, calls[1].residual_out = res_out.as<float>();
+    calls[2].w = L.gate_up, calls[2].n = 2 * ffn, calls[2].k = h;
+    calls[2].input = GemvInput::kRmsNorm, calls[2].norm_weight = L.ffn_norm;
+    calls[2].output = GemvOutput::kSwiglu, calls[2].y = y_scratch;
+    calls[3].w = L.down, calls[3].n = h, calls[3].k = ffn;
+    calls[3].input = GemvInput::kPlain, calls[3].x = x_scratch;
+    calls[3].output = GemvOutput::kResidualAdd, calls[3].residual_out = res_out.as<float>();
+    calls[4].w = weights_.lm_head, calls[4].n = c.vocab_size, calls[4].k = h;
+    calls[4].input = GemvInput::kRmsNorm, calls[4].norm_weight = weights_.output_norm;
+    calls[4].output = GemvOutput::kStore, calls[4].y = y_scratch, calls[4].out_dtype = DType::kF32;
+    // The best blocks per multiprocessor of one call, and its time.
+    auto tune_call = [&](DecodeGemvArgs& call, int* bps_out) -> Result<double> {
+      double best = 1e30;
+      for (int bps : {1, 2}) {
+        call.blocks_per_sm = bps;
+        LATHE_ASSIGN_OR_RETURN(
+            const double us,
+            time_launches_us([&] { return decode_gemv(call, stream_); }, stream_, 3, 10));
+        if (us < best) best = us, *bps_out = bps;
+      }
+      return best;
+    };
+    std::array<double, 5> us{};
+    for (size_t i = 0; i < calls.size(); ++i) {
+      LATHE_ASSIGN_OR_RETURN(us[i], tune_call(calls[i], &ch.blocks_per_sm[i]));
+    }
+    // RoPE and the KV write: in the QKV epilogue, or qkv_rope_kv after the projection (slot -1:
+    // timed without cache writes).
+    std::vector<int32_t> pos_host(static_cast<size_t>(m));
+    for (int64_t i = 0; i < m; ++i)
+      pos_host[static_cast<size_t>(i)] = static_cast<int32_t>(100 + 37 * i);
+    const std::vector<int64_t> slot_host(static_cast<size_t>(m), -1);
+    LATHE_CUDA_TRY(
+        cudaMemcpyAsync(rope_in.get(), pos_host.data(), 4 * m, cudaMemcpyHostToDevice, stream_));
+    LATHE_CUDA_TRY(cudaMemcpyAsync(rope_in.as<uint8_t>() + 64, slot_host.data(), 8 * m,
+                                   cudaMemcpyHostToDevice, stream_));
+    QkvRopeKvArgs rk;
+    rk.qkv = y_scratch;
+    rk.num_tokens = m;
+    rk.num_heads = c.num_heads;
+    rk.num_kv_heads = c.num_kv_heads;
+    rk.head_dim = c.head_dim;
+    rk.positions = rope_in.as<int32_t>();
+    rk.inv_freq = inv_freq_.as<float>();
+    rk.style = c.rope_style;
+    rk.q_bias = L.q_bias, rk.k_bias = L.k_bias, rk.v_bias = L.v_bias;
+    rk.q_norm = L.q_norm, rk.k_norm = L.k_norm;
+    rk.eps = eps;
+    rk.k_cache = kv_.get();
+    rk.v_cache = kv_.as<uint8_t>() + kv_layer_elems_ * 2;
+    rk.slot_mapping = reinterpret_cast<const int64_t*>(rope_in.as<uint8_t>() + 64);
+    rk.dtype = dt;
+    LATHE_ASSIGN_OR_RETURN(
+        const double rope_kernel_us,
+        time_launches_us([&] { return qkv_rope_kv(rk, stream_); }, stream_, 3, 10));
+    double qkv_us = us[0] + rope_kernel_us;
+    if (fused_rope_allowed_ && L.q_norm == nullptr) {
+      DecodeGemvArgs call = calls[0];
+      call.output = GemvOutput::kRopeKv;
+      GemvRopeKv& rp = call.rope;
+      rp.num_heads = static_cast<int32_t>(c.num_heads);
+      rp.num_kv_heads = static_cast<int32_t>(c.num_kv_heads);
+      rp.head_dim = static_cast<int32_t>(c.head_dim);
+      rp.positions = rk.positions;
+      rp.inv_freq = rk.inv_freq;
+      rp.style = c.rope_style;
+      rp.q_bias = L.q_bias, rp.k_bias = L.k_bias, rp.v_bias = L.v_bias;
+      rp.k_cache = rk.k_cache, rp.v_cache = rk.v_cache;
+      rp.slot_mapping = rk.slot_mapping;
+      int bps = 1;
+      LATHE_ASSIGN_OR_RETURN(ch.rope_fused_us, tune_call(call, &bps));
+      ch.rope_unfused_us = qkv_us;
+      ch.rope = fused_forced_ || ch.rope_fused_us < ch.rope_unfused_us;
+      if (ch.rope) {
+        qkv_us = ch.rope_fused_us;
+        ch.blocks_per_sm[0] = bps;
+      }
+    }
+    ch.fused_us = qkv_us + us[1] + us[2] + us[3];
+    // The unfused layer: the projections as the dispatcher runs them, two norms and SwiGLU.
+    AddRmsNormArgs norm;
+    norm.residual = residual_.as<float>();
+    norm.x = proj_out_.get();
+    norm.weight = L.ffn_norm;
+    norm.out = xnorm_.get();
+    norm.rows = m;
+    norm.dim = h;
+    norm.eps = eps;
+    norm.dtype = dt;
+    LATHE_ASSIGN_OR_RETURN(
+        const double norm_us,
+        time_launches_us([&] { return add_rms_norm(norm, stream_); }, stream_, 3, 10));
+    LATHE_ASSIGN_OR_RETURN(
+        const double swiglu_us,
+        time_launches_us([&] { return swiglu(dt, gate_up_.get(), act_.get(), m, ffn, stream_); },
+                         stream_, 3, 10));
+    ch.unfused_us = best_linear_us(qkv_dim, h, m) + best_linear_us(h, qd, m) +
+                    best_linear_us(2 * ffn, h, m) + best_linear_us(h, ffn, m) + 2 * norm_us +
+                    swiglu_us + rope_kernel_us;
+    ch.lm_fused_us = us[4];
+    ch.lm_unfused_us = best_linear_us(c.vocab_size, h, m) + norm_us;
+    ch.lm_head = fused_forced_ || ch.lm_fused_us < ch.lm_unfused_us;
+    ch.use = fused_forced_ || ch.fused_us < ch.unfused_us;
+    if (!ch.use) ch.note = "slower than the unfused path here";
+    fused_[static_cast<size_t>(m)] = ch;
+    fused_report_.push_back(ch);
+  }
+  LATHE_CUDA_TRY(cudaStreamSynchronize(stream_));
+
+  // A fused step must give the unfused step's logits (both round at the same points; only the
+  // summation order differs, ~1e-3). A disagreement turns the path off for this process.
+  for (FusedDecodeChoice& ch : fused_report_) {
+    if (!ch.use) continue;
+    LATHE_ASSIGN_OR_RETURN(const double err, fused_logits_error(static_cast<int32_t>(ch.m)));
+    if (err > 2e-2 && fused_forced_)
+      return internal_error(strformat(
+          "the fused batch-%lld decode path disagrees with the unfused one (relative logit error "
+          "%.3g) and LATHE_CUDA_FUSED=1 forces it",
+          static_cast<long long>(ch.m), err));
+    if (err > 2e-2) {
+      log_warning(strformat(
+          "CUDA: the fused batch-%lld decode path disagrees with the unfused one (relative logit "
+          "error %.3g); using the unfused path",
+          static_cast<long long>(ch.m), err));
+      ch.use = false;
+      ch.note = strformat("disagreed with the unfused path (relative error %.3g)", err);
+      fused_[static_cast<size_t>(ch.m)] = ch;
+    }
+  }
+  return Status();
+}
+
+Result<double> CudaModelRunner::fused_logits_error(int32_t m) {
+  // A decode step of m one-token sequences on the profiling cache (one block): sequence s sits at
+  // position 4 + s and writes its K/V there, so RoPE and the KV write reach the logits (the other
+  // positions of the block hold zeros). With blocks of fewer than 8 positions: position 0, no
+  // write.
+  const bool write = block_size_ >= 8;
+  ModelInput in;
+  int32_t max_len = 1;
+  for (int32_t s = 0; s < m; ++s) {
+    const int32_t pos = write ? 4 + s : 0;
+    in.token_ids.push_back(static_cast<int32_t>((int64_t{s} * 7919 + 11) % config_.vocab_size));
+    in.positions.push_back(pos);
+    in.slot_mapping.push_back(write ? pos : -1);
+    in.query_start.push_back(s);
+    in.seq_lens.push_back(pos + 1);
+    max_len = std::max(max_len, pos + 1);
+  }
+  in.query_start.push_back(m);
+  in.max_blocks_per_seq = 1;
+  in.block_tables.assign(static_cast<size_t>(m), 0);
+  in.max_seq_len = max_len;
+  in.max_query_len = 1;
+  LATHE_RETURN_IF_ERROR(check_step(in, limits_));
+  LATHE_RETURN_IF_ERROR(pack_step(in, limits_, 0, true, step_host_.as<uint8_t>(),
+                                  step_host_.bytes(), step_dev_.bytes(), &packed_));
+  LATHE_CUDA_TRY(cudaMemcpyAsync(step_dev_.get(), step_host_.get(),
+                                 static_cast<size_t>(packed_.bytes), cudaMemcpyHostToDevice,
+                                 stream_));
+  const StepArrays d = StepArrays::at(step_dev_.get(), packed_.layout);
+  const int32_t splits = paged_attention_splits_for(m, config_.num_kv_heads, props_.sm_count);
+  const size_t n = static_cast<size_t>(m) * static_cast<size_t>(config_.vocab_size);
+  std::vector<float> fused(n), unfused(n);
+  auto run = [&](std::vector<float>& out) -> Status {
+    LATHE_RETURN_IF_ERROR(forward(d, m, m, m, AttnPath::kDecode, splits));
+    LATHE_CUDA_TRY(cudaMemcpyAsync(out.data(), logits_.get(), n * sizeof(float),
+                                   cudaMemcpyDeviceToHost, stream_));
+    LATHE_CUDA_TRY(cudaStreamSynchronize(stream_));
+    return Status();
+  };
+  LATHE_RETURN_IF_ERROR(run(fused));
+  FusedDecodeChoice& ch = fused_[static_cast<size_t>(m)];
+  const bool use = ch.use;
+  ch.use = false;
+  const Status st = run(unfused);
+  ch.use = use;
+  LATHE_RETURN_IF_ERROR(st);
+  return rel_l2(fused, unfused);
+}
+
+}  // namespace lathe::cuda

@@ -1,0 +1,74 @@
+// Decode attention on tensor cores: one query token per sequence (the token at position
+// seq_len - 1), grouped-query heads packed into the rows of one mma tile, so every K/V page of a KV
+// head is read once for all query heads of its group.
+//
+// Contract (paged_attention.h's, for decode steps): sequence s has one query, token s, head h at
+// q + s * q_stride + h * head_dim; it attends to positions [lo, seq_lens[s]) with
+// lo = max(0, seq_len - sliding_window) when sliding_window > 0, else 0; position p sits in page
+// kv_indices[kv_indptr[s] + p / block_size], offset p % block_size; k_cache/v_cache:
+// [num_blocks, block_size, num_kv_heads, head_dim]; out: [num_seqs, num_heads, head_dim]. A
+// sequence with no position (seq_len 0: padding rows of a CUDA-graph bucket) gets zeros.
+// Numerics: S = Q K^T with bf16/f16 products accumulated in float32 (mma.sync m16n8k16), times
+// scale; online softmax in float32; P V with P split into two 16-bit parts (P = hi + lo, both
+// multiplied by V on the tensor cores) so the probabilities keep ~16 bits instead of 8; one
+// rounding of the output. Same tolerance as the split-KV kernel.
+//
+// Launch: grid (num_seqs, num_kv_heads, max_splits), 128 threads (4 warps). A sequence's range is
+// cut into splits of at least kDecodeAttentionMinSplitTokens positions (at most max_splits, a
+// multiple of 16 each); inside a block the warps take 16-position tiles round-robin, each warp
+// with its own two-stage cp.async pipeline in shared memory (no block barrier in the loop),
+// keeping per-warp softmax state, and the four warps merge through shared memory. With more than
+// one split, each block writes its partial (max, sum, unnormalized output) to `workspace`, and the
+// last block of a (sequence, KV head) to finish (counted with an atomic in `counters`, which it
+// resets to zero) merges them: no second kernel. Tiles that do not hold the newest position are
+// loaded before griddepcontrol.wait (the KV cache of earlier positions does not depend on the
+// previous kernel), so under programmatic dependent launch they overlap the QKV kernels.
+// Limits: head_dim 64 or 128; num_heads / num_kv_heads <= 16 (decode_attention_supports()).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "engine/core/dtype.h"
+#include "engine/core/status.h"
+
+namespace lathe::cuda {
+
+constexpr int kDecodeAttentionMinSplitTokens = 128;  // 4 warps x 2 stages x 16 positions
+constexpr int kDecodeAttentionMaxSplits = 32;
+
+struct DecodeAttentionArgs {
+  const void* q = nullptr;
+  int64_t q_stride = 0;  // elements, a multiple of 8
+  void* out = nullptr;
+  const void* k_cache = nullptr;
+  const void* v_cache = nullptr;
+  const int32_t* seq_lens = nullptr;    // [num_seqs], device
+  const int32_t* kv_indptr = nullptr;   // [num_seqs + 1], device
+  const int32_t* kv_indices = nullptr;  // device
+  int32_t num_seqs = 0;
+  int32_t num_heads = 0;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+  int32_t block_size = 16;
+  float scale = 1.0f;
+  int32_t sliding_window = 0;
+  int32_t max_splits = 1;       // 1..kDecodeAttentionMaxSplits
+  float* workspace = nullptr;   // decode_attention_workspace_bytes(); needed when max_splits > 1
+  int32_t* counters = nullptr;  // [num_seqs * num_kv_heads], zero before and after each launch
+  DType dtype = DType::kBF16;
+};
+
+bool decode_attention_supports(int64_t head_dim, int64_t num_heads, int64_t num_kv_heads);
+
+// A max_splits that gives about eight blocks per multiprocessor over all sequences and KV heads.
+int32_t decode_attention_splits_for(int64_t num_seqs, int64_t num_kv_heads, int sm_count);
+
+// Bytes of workspace for num_seqs queries with max_splits > 1 (0 otherwise).
+int64_t decode_attention_workspace_bytes(int64_t num_seqs, int64_t num_heads, int64_t head_dim,
+                                         int32_t max_splits);
+
+Status decode_attention(const DecodeAttentionArgs& args, cudaStream_t stream);
+
+}  // namespace lathe::cuda
