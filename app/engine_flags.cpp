@@ -12,27 +12,32 @@ namespace lathe::cli {
 void add_engine_flags(CLI::App& cmd, EngineFlags& f, bool with_model_option) {
   if (with_model_option)
     cmd.add_option("-m,--model", f.model,
-                   "GGUF file or Hugging Face model folder (default: the SmolLM2-135M-Instruct Q4_1 in the model cache)");
+                   "GGUF file or Hugging Face model folder (default: the SmolLM2-135M-Instruct "
+                   "Q4_1 in the model cache)");
   cmd.add_option("--device", f.device, "cpu, cuda, or auto (the GPU when one is usable)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
   cmd.add_option("--dtype", f.dtype, "GPU compute dtype: auto (bf16), bf16, f16")
       ->check(CLI::IsMember({"auto", "bf16", "bfloat16", "f16", "float16", "half"}))
       ->capture_default_str();
-  cmd.add_option("--load-format", f.load_format,
-                 "auto (read the weights), or dummy (random weights of the config's shape, for benchmarks)")
+  cmd.add_option(
+         "--load-format", f.load_format,
+         "auto (read the weights), or dummy (random weights of the config's shape, for benchmarks)")
       ->check(CLI::IsMember({"auto", "dummy"}))
       ->capture_default_str();
-  cmd.add_option("--kv-cache-memory", f.kv_cache_memory,
-                 "CPU: memory for the KV cache, e.g. 512MiB or 2GiB (default: min(1 GiB, 25% of RAM))");
+  cmd.add_option(
+      "--kv-cache-memory", f.kv_cache_memory,
+      "CPU: memory for the KV cache, e.g. 512MiB or 2GiB (default: min(1 GiB, 25% of RAM))");
   cmd.add_option("--gpu-memory-utilization", f.gpu_memory_utilization,
                  "GPU: share of device memory Lathe may use, in (0, 1]")
       ->capture_default_str();
   cmd.add_option("--max-model-len", f.max_model_len,
                  "prompt + output tokens per sequence (default: the model's context length)");
-  cmd.add_option("--max-num-seqs", f.max_num_seqs, "sequences per step (batch slots; default 256 GPU, 64 CPU)");
-  cmd.add_option("--max-num-batched-tokens", f.max_num_batched_tokens,
-                 "tokens per step, prefill chunks and decodes together (default 8192 GPU, 512 CPU)");
+  cmd.add_option("--max-num-seqs", f.max_num_seqs,
+                 "sequences per step (batch slots; default 256 GPU, 64 CPU)");
+  cmd.add_option(
+      "--max-num-batched-tokens", f.max_num_batched_tokens,
+      "tokens per step, prefill chunks and decodes together (default 8192 GPU, 512 CPU)");
   cmd.add_option("--block-size", f.block_size, "tokens per KV-cache block")->capture_default_str();
   cmd.add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", f.enable_prefix_caching,
                "share KV blocks between requests with a common prefix (default on)");
@@ -42,7 +47,8 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, bool with_model_option) {
       ->capture_default_str();
   cmd.add_option("--threads", f.num_threads, "CPU threads (default: all hardware threads)");
   cmd.add_flag("--enforce-eager", f.enforce_eager, "CUDA: do not capture CUDA graphs");
-  cmd.add_option("--chat-template", f.chat_template, "Jinja file that replaces the model's chat template");
+  cmd.add_option("--chat-template", f.chat_template,
+                 "Jinja file that replaces the model's chat template");
 }
 
 Result<EngineConfig> resolve_engine_flags(const EngineFlags& f) {
@@ -67,7 +73,8 @@ Result<EngineConfig> resolve_engine_flags(const EngineFlags& f) {
   c.scheduler.max_model_len = f.max_model_len;
   c.scheduler.max_num_seqs = f.max_num_seqs;
   c.scheduler.max_num_batched_tokens = f.max_num_batched_tokens;
-  c.scheduler.policy = f.scheduling == "static" ? SchedulingPolicy::kStatic : SchedulingPolicy::kContinuous;
+  c.scheduler.policy =
+      f.scheduling == "static" ? SchedulingPolicy::kStatic : SchedulingPolicy::kContinuous;
   if (!f.chat_template.empty()) {
     std::ifstream in(f.chat_template);
     if (!in) return not_found("--chat-template: cannot read '" + f.chat_template + "'");

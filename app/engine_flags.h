@@ -20,20 +20,21 @@ struct EngineFlags {
   std::string kv_cache_memory;       // --kv-cache-memory 2GiB (CPU)
   double gpu_memory_utilization = 0.90;
   int max_model_len = 0;
-  int max_num_seqs = 0;              // 0: the default for the device
-  int max_num_batched_tokens = 0;    // 0: the default for the device
+  int max_num_seqs = 0;            // 0: the default for the device
+  int max_num_batched_tokens = 0;  // 0: the default for the device
   int block_size = 16;
-  bool enable_prefix_caching = true; // --enable-prefix-caching / --no-enable-prefix-caching
+  bool enable_prefix_caching = true;  // --enable-prefix-caching / --no-enable-prefix-caching
   std::string scheduling = "continuous";
   int num_threads = 0;
   bool enforce_eager = false;
-  std::string chat_template;         // --chat-template FILE
+  std::string chat_template;  // --chat-template FILE
 };
 
 // Adds the flags to `cmd`. with_model_option: also -m/--model (serve takes it positionally too).
 void add_engine_flags(CLI::App& cmd, EngineFlags& flags, bool with_model_option = true);
 
-// Validates and converts; errors name the flag ("--gpu-memory-utilization must be in (0, 1], got 1.5").
+// Validates and converts; errors name the flag ("--gpu-memory-utilization must be in (0, 1],
+// got 1.5").
 Result<EngineConfig> resolve_engine_flags(const EngineFlags& flags);
 
 }  // namespace lathe::cli

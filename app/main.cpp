@@ -7,7 +7,8 @@
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "Lathe: a workbench for LLM inference. Inspect, run, serve and benchmark Llama-family models\n"
+      "Lathe: a workbench for LLM inference. Inspect, run, serve and benchmark Llama-family "
+      "models\n"
       "(GGUF files and Hugging Face folders) on the CPU or NVIDIA GPUs."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "lathe 0.1.0");

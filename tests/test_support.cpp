@@ -4,6 +4,8 @@
 
 namespace lathe::test {
 
-std::string default_model_path() { return lathe::default_model_path(); }
+std::string default_model_path() {
+  return lathe::default_model_path();
+}
 
 }  // namespace lathe::test

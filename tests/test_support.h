@@ -22,9 +22,9 @@ std::string default_model_path();
 }  // namespace lathe::test
 
 // QVERIFY for Status / Result: fails with the error message.
-#define LATHE_QVERIFY_OK(expr)                                                   \
-  do {                                                                           \
-    const ::lathe::Status lathe_s_ = (expr);                                     \
-    QVERIFY2(lathe_s_.is_ok(), lathe_s_.message().c_str());                      \
+#define LATHE_QVERIFY_OK(expr)                              \
+  do {                                                      \
+    const ::lathe::Status lathe_s_ = (expr);                \
+    QVERIFY2(lathe_s_.is_ok(), lathe_s_.message().c_str()); \
   } while (0)
 #define LATHE_QVERIFY_RESULT(res) QVERIFY2((res).is_ok(), (res).status().message().c_str())

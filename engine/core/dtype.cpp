@@ -29,14 +29,25 @@ struct GgmlId {
   DType type;
 };
 constexpr std::array<GgmlId, 12> kGgml = {{
-    {0, DType::kF32}, {1, DType::kF16}, {2, DType::kQ4_0}, {3, DType::kQ4_1},
-    {6, DType::kQ5_0}, {7, DType::kQ5_1}, {8, DType::kQ8_0}, {12, DType::kQ4_K},
-    {13, DType::kQ5_K}, {14, DType::kQ6_K}, {24, DType::kI8}, {30, DType::kBF16},
+    {0, DType::kF32},
+    {1, DType::kF16},
+    {2, DType::kQ4_0},
+    {3, DType::kQ4_1},
+    {6, DType::kQ5_0},
+    {7, DType::kQ5_1},
+    {8, DType::kQ8_0},
+    {12, DType::kQ4_K},
+    {13, DType::kQ5_K},
+    {14, DType::kQ6_K},
+    {24, DType::kI8},
+    {30, DType::kBF16},
 }};
 
 }  // namespace
 
-const DTypeInfo& dtype_info(DType t) { return kInfos[static_cast<size_t>(t)]; }
+const DTypeInfo& dtype_info(DType t) {
+  return kInfos[static_cast<size_t>(t)];
+}
 
 std::optional<int64_t> dtype_bytes(DType t, int64_t num_elements) {
   const DTypeInfo& info = dtype_info(t);
@@ -63,11 +74,12 @@ uint32_t dtype_to_ggml(DType t) {
 
 std::string_view ggml_type_name(uint32_t id) {
   static constexpr std::array<std::string_view, 40> kNames = {
-      "f32",  "f16",     "q4_0",    "q4_1",   "q4_2", "q4_3",   "q5_0",   "q5_1",   "q8_0", "q8_1",
-      "q2_K", "q3_K",    "q4_K",    "q5_K",   "q6_K", "q8_K",   "iq2_xxs", "iq2_xs", "iq3_xxs",
-      "iq1_s", "iq4_nl", "iq3_s",   "iq2_s",  "iq4_xs", "i8",   "i16",    "i32",    "i64",  "f64",
-      "iq1_m", "bf16",   "q4_0_4_4", "q4_0_4_8", "q4_0_8_8", "tq1_0", "tq2_0", "iq4_nl_4_4",
-      "iq4_nl_4_8", "iq4_nl_8_8", "mxfp4"};
+      "f32",   "f16",        "q4_0",       "q4_1",       "q4_2",     "q4_3",     "q5_0",
+      "q5_1",  "q8_0",       "q8_1",       "q2_K",       "q3_K",     "q4_K",     "q5_K",
+      "q6_K",  "q8_K",       "iq2_xxs",    "iq2_xs",     "iq3_xxs",  "iq1_s",    "iq4_nl",
+      "iq3_s", "iq2_s",      "iq4_xs",     "i8",         "i16",      "i32",      "i64",
+      "f64",   "iq1_m",      "bf16",       "q4_0_4_4",   "q4_0_4_8", "q4_0_8_8", "tq1_0",
+      "tq2_0", "iq4_nl_4_4", "iq4_nl_4_8", "iq4_nl_8_8", "mxfp4"};
   return id < kNames.size() ? kNames[id] : std::string_view("unknown");
 }
 
@@ -85,15 +97,24 @@ std::optional<DType> dtype_from_safetensors(std::string_view s) {
 
 std::string_view dtype_to_safetensors(DType t) {
   switch (t) {
-    case DType::kF32: return "F32";
-    case DType::kF16: return "F16";
-    case DType::kBF16: return "BF16";
-    case DType::kF8E4M3: return "F8_E4M3";
-    case DType::kI8: return "I8";
-    case DType::kI32: return "I32";
-    case DType::kI64: return "I64";
-    case DType::kU8: return "U8";
-    default: return "";
+    case DType::kF32:
+      return "F32";
+    case DType::kF16:
+      return "F16";
+    case DType::kBF16:
+      return "BF16";
+    case DType::kF8E4M3:
+      return "F8_E4M3";
+    case DType::kI8:
+      return "I8";
+    case DType::kI32:
+      return "I32";
+    case DType::kI64:
+      return "I64";
+    case DType::kU8:
+      return "U8";
+    default:
+      return "";
   }
 }
 

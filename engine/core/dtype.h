@@ -38,8 +38,12 @@ struct DTypeInfo {
 };
 
 const DTypeInfo& dtype_info(DType t);
-inline std::string_view dtype_name(DType t) { return dtype_info(t).name; }
-inline bool is_quantized(DType t) { return dtype_info(t).is_quantized; }
+inline std::string_view dtype_name(DType t) {
+  return dtype_info(t).name;
+}
+inline bool is_quantized(DType t) {
+  return dtype_info(t).is_quantized;
+}
 
 // Bytes of `num_elements` elements; nullopt when num_elements is not a multiple of the block size.
 std::optional<int64_t> dtype_bytes(DType t, int64_t num_elements);

@@ -33,11 +33,16 @@ LogState& state() {
 
 const char* level_name(LogLevel level) {
   switch (level) {
-    case LogLevel::kDebug: return "debug";
-    case LogLevel::kInfo: return "info";
-    case LogLevel::kWarning: return "warning";
-    case LogLevel::kError: return "error";
-    default: return "";
+    case LogLevel::kDebug:
+      return "debug";
+    case LogLevel::kInfo:
+      return "info";
+    case LogLevel::kWarning:
+      return "warning";
+    case LogLevel::kError:
+      return "error";
+    default:
+      return "";
   }
 }
 
@@ -57,8 +62,8 @@ void log_message(LogLevel level, std::string_view message) {
   localtime_r(&t, &tm);
   char stamp[16];
   std::strftime(stamp, sizeof stamp, "%H:%M:%S", &tm);
-  std::fprintf(stderr, "[%s] %s: %.*s\n", stamp, level_name(level), static_cast<int>(message.size()),
-               message.data());
+  std::fprintf(stderr, "[%s] %s: %.*s\n", stamp, level_name(level),
+               static_cast<int>(message.size()), message.data());
 }
 
 void set_log_level(LogLevel level) {

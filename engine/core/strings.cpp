@@ -28,7 +28,8 @@ std::string format_bytes(double bytes) {
     ++u;
   }
   if (u == 0) return strformat("%.0f B", bytes);
-  return strformat(bytes < 10 ? "%.2f %s" : (bytes < 100 ? "%.1f %s" : "%.0f %s"), bytes, kUnits[u]);
+  return strformat(bytes < 10 ? "%.2f %s" : (bytes < 100 ? "%.1f %s" : "%.0f %s"), bytes,
+                   kUnits[u]);
 }
 
 std::string format_count(double n) {
@@ -43,7 +44,8 @@ std::vector<std::string> split(std::string_view s, char sep) {
   size_t start = 0;
   for (;;) {
     const size_t pos = s.find(sep, start);
-    out.emplace_back(s.substr(start, pos == std::string_view::npos ? std::string_view::npos : pos - start));
+    out.emplace_back(
+        s.substr(start, pos == std::string_view::npos ? std::string_view::npos : pos - start));
     if (pos == std::string_view::npos) break;
     start = pos + 1;
   }
@@ -58,7 +60,9 @@ std::string_view trim(std::string_view s) {
   return s.substr(b, e - b + 1);
 }
 
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+bool starts_with(std::string_view s, std::string_view p) {
+  return s.substr(0, p.size()) == p;
+}
 bool ends_with(std::string_view s, std::string_view p) {
   return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
 }
@@ -73,12 +77,18 @@ int64_t parse_byte_size(std::string_view s) {
   std::string unit(trim(std::string_view(end)));
   for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   double mult = 1;
-  if (unit.empty() || unit == "b") mult = 1;
-  else if (unit == "k" || unit == "kib" || unit == "kb") mult = 1024.0;
-  else if (unit == "m" || unit == "mib" || unit == "mb") mult = 1024.0 * 1024;
-  else if (unit == "g" || unit == "gib" || unit == "gb") mult = 1024.0 * 1024 * 1024;
-  else if (unit == "t" || unit == "tib" || unit == "tb") mult = 1024.0 * 1024 * 1024 * 1024;
-  else return -1;
+  if (unit.empty() || unit == "b")
+    mult = 1;
+  else if (unit == "k" || unit == "kib" || unit == "kb")
+    mult = 1024.0;
+  else if (unit == "m" || unit == "mib" || unit == "mb")
+    mult = 1024.0 * 1024;
+  else if (unit == "g" || unit == "gib" || unit == "gb")
+    mult = 1024.0 * 1024 * 1024;
+  else if (unit == "t" || unit == "tib" || unit == "tb")
+    mult = 1024.0 * 1024 * 1024 * 1024;
+  else
+    return -1;
   const double bytes = v * mult;
   if (bytes > 9.0e18) return -1;
   return static_cast<int64_t>(bytes);
@@ -90,11 +100,20 @@ size_t valid_utf8_prefix(std::string_view s) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
     size_t len;
     uint32_t min_cp;
-    if (c < 0x80) { len = 1; min_cp = 0; }
-    else if ((c & 0xe0) == 0xc0) { len = 2; min_cp = 0x80; }
-    else if ((c & 0xf0) == 0xe0) { len = 3; min_cp = 0x800; }
-    else if ((c & 0xf8) == 0xf0) { len = 4; min_cp = 0x10000; }
-    else return last_good;
+    if (c < 0x80) {
+      len = 1;
+      min_cp = 0;
+    } else if ((c & 0xe0) == 0xc0) {
+      len = 2;
+      min_cp = 0x80;
+    } else if ((c & 0xf0) == 0xe0) {
+      len = 3;
+      min_cp = 0x800;
+    } else if ((c & 0xf8) == 0xf0) {
+      len = 4;
+      min_cp = 0x10000;
+    } else
+      return last_good;
     if (i + len > s.size()) return last_good;
     uint32_t cp = len == 1 ? c : (c & (0x7f >> len));
     for (size_t k = 1; k < len; ++k) {
@@ -109,6 +128,8 @@ size_t valid_utf8_prefix(std::string_view s) {
   return last_good;
 }
 
-bool is_valid_utf8(std::string_view s) { return valid_utf8_prefix(s) == s.size(); }
+bool is_valid_utf8(std::string_view s) {
+  return valid_utf8_prefix(s) == s.size();
+}
 
 }  // namespace lathe

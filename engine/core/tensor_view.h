@@ -1,7 +1,8 @@
 // A non-owning view of a dense tensor in host memory (or device memory, when `device` says so).
-// Shapes are in PyTorch order: shape[0] is the slowest-varying dimension, the last one is contiguous.
-// For a weight matrix of a Linear layer with K inputs and N outputs: shape = {N, K}, rows are output
-// channels. Block-quantized types pack the last dimension in blocks (K % block_size == 0).
+// Shapes are in PyTorch order: shape[0] is the slowest-varying dimension, the last one is
+// contiguous. For a weight matrix of a Linear layer with K inputs and N outputs: shape = {N, K},
+// rows are output channels. Block-quantized types pack the last dimension in blocks (K % block_size
+// == 0).
 #pragma once
 
 #include <array>
@@ -38,7 +39,9 @@ struct TensorView {
   const uint8_t* bytes() const { return static_cast<const uint8_t*>(data); }
   const uint8_t* row_ptr(int64_t r) const { return bytes() + r * row_bytes(); }
   template <typename T>
-  const T* as() const { return static_cast<const T*>(data); }
+  const T* as() const {
+    return static_cast<const T*>(data);
+  }
 
   std::string shape_string() const;  // "[576, 1536]"
 };

@@ -19,15 +19,18 @@ namespace {
 template <typename Pred>
 void spin_then_yield(Pred done) {
   for (int i = 0; !done(); ++i) {
-    if (i < 1024) LATHE_CPU_RELAX();
-    else std::this_thread::yield();
+    if (i < 1024)
+      LATHE_CPU_RELAX();
+    else
+      std::this_thread::yield();
   }
 }
 
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
-  if (num_threads <= 0) num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (num_threads <= 0)
+    num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
@@ -54,7 +57,8 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
                               int64_t min_chunk) {
   if (n <= 0) return;
   const int64_t threads = num_threads();
-  const int64_t chunk = std::max<int64_t>(std::max<int64_t>(min_chunk, 1), (n + threads - 1) / threads);
+  const int64_t chunk =
+      std::max<int64_t>(std::max<int64_t>(min_chunk, 1), (n + threads - 1) / threads);
   const int64_t num_chunks = (n + chunk - 1) / chunk;
   if (workers_.empty() || num_chunks == 1) {
     fn(0, n);
@@ -87,8 +91,10 @@ bool ThreadPool::wait_for_job(uint64_t seen) {
     if (stop_.load()) return false;
     if (generation_.load() != seen) return true;
     if ((i & 255) == 255 && SteadyClock::now() > spin_until) break;
-    if (i < 1024) LATHE_CPU_RELAX();
-    else std::this_thread::yield();
+    if (i < 1024)
+      LATHE_CPU_RELAX();
+    else
+      std::this_thread::yield();
   }
   std::unique_lock<std::mutex> lock(sleep_mutex_);
   sleepers_.fetch_add(1);

@@ -54,10 +54,10 @@ class ThreadPool {
   static constexpr int64_t kSpinMicros = 200;
 
   std::vector<std::thread> workers_;
-  std::mutex call_mutex_;             // one parallel_for at a time
+  std::mutex call_mutex_;  // one parallel_for at a time
   std::atomic<Job*> current_{nullptr};
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int> active_{0};        // workers that may be touching *current_
+  std::atomic<int> active_{0};  // workers that may be touching *current_
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
   std::mutex sleep_mutex_;

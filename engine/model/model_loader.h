@@ -13,16 +13,19 @@ enum class LoadFormat { kAuto, kDummy };
 
 struct LoadOptions {
   LoadFormat load_format = LoadFormat::kAuto;
-  bool load_tokenizer = true;   // false: config and weights only (inspect of big models is quick anyway)
+  bool load_tokenizer =
+      true;  // false: config and weights only (inspect of big models is quick anyway)
   std::string chat_template_override;  // Jinja source that replaces the model's template
 };
 
 // Errors name the file and the problem, e.g.
-//   "model.gguf: truncated: tensor 'blk.3.ffn_up.weight' ends at byte 81234567 but the file has 8000000 bytes".
+//   "model.gguf: truncated: tensor 'blk.3.ffn_up.weight' ends at byte 81234567 but the file has
+//   8000000 bytes".
 Result<LoadedModel> load_model(const std::string& path, const LoadOptions& options = {});
 
 // The default model (SmolLM2-135M-Instruct Q4_1 GGUF) in the model cache:
-// $LATHE_MODEL_DIR or ~/.cache/lathe/models. Does not download; scripts/fetch-default-model.sh does.
+// $LATHE_MODEL_DIR or ~/.cache/lathe/models. Does not download; scripts/fetch-default-model.sh
+// does.
 std::string default_model_path();
 // default_model_path() when it exists; otherwise an error that says how to fetch it.
 Result<std::string> resolve_model_path(const std::string& maybe_empty);

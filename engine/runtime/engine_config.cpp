@@ -6,18 +6,25 @@ namespace lathe {
 
 const char* device_kind_name(DeviceKind d) {
   switch (d) {
-    case DeviceKind::kAuto: return "auto";
-    case DeviceKind::kCpu: return "cpu";
-    case DeviceKind::kCuda: return "cuda";
+    case DeviceKind::kAuto:
+      return "auto";
+    case DeviceKind::kCpu:
+      return "cpu";
+    case DeviceKind::kCuda:
+      return "cuda";
   }
   return "auto";
 }
 
 bool parse_device_kind(const std::string& s, DeviceKind* out) {
-  if (s == "auto") *out = DeviceKind::kAuto;
-  else if (s == "cpu") *out = DeviceKind::kCpu;
-  else if (s == "cuda" || s == "gpu") *out = DeviceKind::kCuda;
-  else return false;
+  if (s == "auto")
+    *out = DeviceKind::kAuto;
+  else if (s == "cpu")
+    *out = DeviceKind::kCpu;
+  else if (s == "cuda" || s == "gpu")
+    *out = DeviceKind::kCuda;
+  else
+    return false;
   return true;
 }
 
@@ -28,18 +35,22 @@ Status validate_engine_config(const EngineConfig& c) {
   const int32_t bs = c.cache.block_size;
   if (bs != 8 && bs != 16 && bs != 32)
     return invalid_argument(strformat("--block-size must be 8, 16 or 32, got %d", bs));
-  if (c.cache.kv_cache_memory_bytes < 0) return invalid_argument("--kv-cache-memory must be positive");
+  if (c.cache.kv_cache_memory_bytes < 0)
+    return invalid_argument("--kv-cache-memory must be positive");
   if (!(c.cache.gpu_memory_utilization > 0.0 && c.cache.gpu_memory_utilization <= 1.0))
     return invalid_argument(strformat("--gpu-memory-utilization must be in (0, 1], got %g",
                                       c.cache.gpu_memory_utilization));
   if (c.scheduler.max_num_seqs < 0 || c.scheduler.max_num_seqs > 4096)
-    return invalid_argument(strformat("--max-num-seqs must be in [1, 4096], got %d", c.scheduler.max_num_seqs));
+    return invalid_argument(
+        strformat("--max-num-seqs must be in [1, 4096], got %d", c.scheduler.max_num_seqs));
   if (c.scheduler.max_num_batched_tokens < 0 || c.scheduler.max_num_batched_tokens > (1 << 20))
     return invalid_argument(strformat("--max-num-batched-tokens must be in [1, 1048576], got %d",
                                       c.scheduler.max_num_batched_tokens));
   if (c.scheduler.max_model_len < 0)
-    return invalid_argument(strformat("--max-model-len must be > 0, got %d", c.scheduler.max_model_len));
-  if (c.scheduler.max_waiting_requests <= 0) return invalid_argument("max_waiting_requests must be > 0");
+    return invalid_argument(
+        strformat("--max-model-len must be > 0, got %d", c.scheduler.max_model_len));
+  if (c.scheduler.max_waiting_requests <= 0)
+    return invalid_argument("max_waiting_requests must be > 0");
   return Status();
 }
 

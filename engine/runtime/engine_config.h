@@ -12,38 +12,41 @@
 namespace lathe {
 
 enum class DeviceKind { kAuto, kCpu, kCuda };
-const char* device_kind_name(DeviceKind d);          // "auto", "cpu", "cuda"
+const char* device_kind_name(DeviceKind d);  // "auto", "cpu", "cuda"
 bool parse_device_kind(const std::string& s, DeviceKind* out);
 
 struct DeviceConfig {
-  DeviceKind device = DeviceKind::kAuto;  // auto: CUDA when a usable GPU exists, else CPU (with a notice)
-  std::string dtype = "auto";             // activations/weights on the GPU: auto (bf16), bf16, f16
-  int32_t num_threads = 0;                // CPU backend threads; 0 = all hardware threads
-  int32_t cuda_device = 0;                // GPU ordinal
-  bool enforce_eager = false;             // CUDA: no CUDA graphs
+  DeviceKind device =
+      DeviceKind::kAuto;       // auto: CUDA when a usable GPU exists, else CPU (with a notice)
+  std::string dtype = "auto";  // activations/weights on the GPU: auto (bf16), bf16, f16
+  int32_t num_threads = 0;     // CPU backend threads; 0 = all hardware threads
+  int32_t cuda_device = 0;     // GPU ordinal
+  bool enforce_eager = false;  // CUDA: no CUDA graphs
 };
 
 struct CacheConfig {
-  int32_t block_size = 16;                  // tokens per KV block
-  int64_t kv_cache_memory_bytes = 0;        // CPU: KV budget in bytes; 0 = auto (min(1 GiB, 25% of RAM))
-  double gpu_memory_utilization = 0.90;     // CUDA: share of device memory Lathe may use, (0, 1]
+  int32_t block_size = 16;            // tokens per KV block
+  int64_t kv_cache_memory_bytes = 0;  // CPU: KV budget in bytes; 0 = auto (min(1 GiB, 25% of RAM))
+  double gpu_memory_utilization = 0.90;  // CUDA: share of device memory Lathe may use, (0, 1]
   bool enable_prefix_caching = true;
-  int32_t num_gpu_blocks_override = 0;      // > 0: use exactly this many blocks (tests)
+  int32_t num_gpu_blocks_override = 0;  // > 0: use exactly this many blocks (tests)
 };
 
 enum class SchedulingPolicy { kContinuous, kStatic };
 
 struct SchedulerConfig {
-  int32_t max_num_seqs = 0;                 // sequences per step (batch slots); 0 = device default (GPU 256, CPU 64)
-  int32_t max_num_batched_tokens = 0;       // tokens per step (prefill chunks + decodes); 0 = device default (GPU 8192, CPU 512)
-  int32_t max_model_len = 0;                // prompt + output tokens per sequence; 0 = the model's context
+  int32_t max_num_seqs =
+      0;  // sequences per step (batch slots); 0 = device default (GPU 256, CPU 64)
+  int32_t max_num_batched_tokens =
+      0;  // tokens per step (prefill chunks + decodes); 0 = device default (GPU 8192, CPU 512)
+  int32_t max_model_len = 0;  // prompt + output tokens per sequence; 0 = the model's context
   SchedulingPolicy policy = SchedulingPolicy::kContinuous;
-  bool enable_chunked_prefill = true;       // split prompts longer than the step budget
-  int32_t max_waiting_requests = 4096;      // submit() fails with kResourceExhausted beyond this
+  bool enable_chunked_prefill = true;   // split prompts longer than the step budget
+  int32_t max_waiting_requests = 4096;  // submit() fails with kResourceExhausted beyond this
 };
 
 struct EngineConfig {
-  std::string model_path;     // GGUF file, HF folder, or config.json folder with load_format dummy
+  std::string model_path;  // GGUF file, HF folder, or config.json folder with load_format dummy
   LoadOptions load;
   DeviceConfig device;
   CacheConfig cache;

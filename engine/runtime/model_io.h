@@ -2,8 +2,8 @@
 //
 // The engine core flattens the scheduler's decision into ModelInput: all scheduled tokens of all
 // sequences in one token-major array (T tokens, S sequences), their positions, the KV slot each
-// token's K/V is written to, each sequence's block table, and which sequences are sampled this step.
-// A sequence whose prefill chunk ends before its prompt does is computed but not sampled.
+// token's K/V is written to, each sequence's block table, and which sequences are sampled this
+// step. A sequence whose prefill chunk ends before its prompt does is computed but not sampled.
 //
 // KV slots: slot = block_id * block_size + offset_in_block. Attention for the token at position p
 // of sequence s reads positions [0, p] through block_tables[s] (causal), which includes tokens
@@ -32,13 +32,14 @@ struct SamplingRow {
   float repetition_penalty = 1.0f;
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
-  uint64_t seed = 0;         // per-request seed
-  uint64_t step = 0;         // index of the token being sampled within the request's output (RNG counter)
-  int32_t num_logprobs = -1; // -1: none; 0: chosen only; k: chosen + top-k
+  uint64_t seed = 0;  // per-request seed
+  uint64_t step = 0;  // index of the token being sampled within the request's output (RNG counter)
+  int32_t num_logprobs = -1;  // -1: none; 0: chosen only; k: chosen + top-k
   // Token ids masked out (logit = -inf) this step: EOS/stop ids while min_tokens is not reached.
   std::vector<TokenId> banned_tokens;
   // Penalty history, only filled when a penalty is active: history_tokens = prompt ++ output,
-  // history_prompt_len = prompt length (repetition penalty uses all; presence/frequency the output).
+  // history_prompt_len = prompt length (repetition penalty uses all; presence/frequency the
+  // output).
   std::vector<TokenId> history_tokens;
   int32_t history_prompt_len = 0;
 
@@ -52,12 +53,12 @@ struct ModelInput {
   std::vector<int64_t> slot_mapping;  // KV slot to write this token's K/V to
 
   // Per sequence, S entries (query_start has S + 1).
-  std::vector<int32_t> query_start;   // tokens of sequence s: [query_start[s], query_start[s+1])
-  std::vector<int32_t> seq_lens;      // tokens in the KV cache of s after this step (context length)
+  std::vector<int32_t> query_start;  // tokens of sequence s: [query_start[s], query_start[s+1])
+  std::vector<int32_t> seq_lens;     // tokens in the KV cache of s after this step (context length)
   std::vector<int32_t> block_tables;  // S rows of max_blocks_per_seq block ids (unused entries: 0)
   int32_t max_blocks_per_seq = 0;
-  int32_t max_seq_len = 0;            // max over seq_lens
-  int32_t max_query_len = 0;          // max tokens of one sequence this step
+  int32_t max_seq_len = 0;    // max over seq_lens
+  int32_t max_query_len = 0;  // max tokens of one sequence this step
 
   // Sampled sequences (ascending indices into [0, S)) and their sampling rows, same length.
   std::vector<int32_t> sample_seqs;
@@ -76,8 +77,8 @@ struct TokenLogprob {
 // One entry per sample_seqs entry, in the same order.
 struct SampledToken {
   TokenId token = -1;
-  float logprob = 0.0f;                     // of the chosen token (when requested, else 0)
-  std::vector<TokenLogprob> top_logprobs;   // the k most likely, highest first (when requested)
+  float logprob = 0.0f;                    // of the chosen token (when requested, else 0)
+  std::vector<TokenLogprob> top_logprobs;  // the k most likely, highest first (when requested)
 };
 
 struct ModelOutput {

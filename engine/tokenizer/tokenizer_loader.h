@@ -12,19 +12,20 @@ namespace lathe {
 
 // Tokenizer data stored in GGUF metadata (tokenizer.ggml.*), extracted by the GGUF reader.
 struct GgufTokenizerData {
-  std::string model;                  // tokenizer.ggml.model: "gpt2" (byte-level BPE) or "llama" (SentencePiece)
-  std::string pre;                    // tokenizer.ggml.pre: "llama-bpe", "qwen2", "smollm", "default", ...
-  std::vector<std::string> tokens;    // tokenizer.ggml.tokens
-  std::vector<float> scores;          // tokenizer.ggml.scores (SPM; may be empty for BPE)
-  std::vector<int32_t> token_types;   // tokenizer.ggml.token_type (1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte)
-  std::vector<std::string> merges;    // tokenizer.ggml.merges ("a b"), BPE only
+  std::string model;  // tokenizer.ggml.model: "gpt2" (byte-level BPE) or "llama" (SentencePiece)
+  std::string pre;    // tokenizer.ggml.pre: "llama-bpe", "qwen2", "smollm", "default", ...
+  std::vector<std::string> tokens;   // tokenizer.ggml.tokens
+  std::vector<float> scores;         // tokenizer.ggml.scores (SPM; may be empty for BPE)
+  std::vector<int32_t> token_types;  // tokenizer.ggml.token_type (1 normal, 2 unknown, 3 control, 4
+                                     // user-defined, 5 unused, 6 byte)
+  std::vector<std::string> merges;   // tokenizer.ggml.merges ("a b"), BPE only
   int32_t bos_id = -1;
   int32_t eos_id = -1;
   int32_t unk_id = -1;
   int32_t pad_id = -1;
-  int32_t add_bos = -1;               // -1: key absent (use the model type's default)
+  int32_t add_bos = -1;  // -1: key absent (use the model type's default)
   int32_t add_eos = -1;
-  int32_t add_space_prefix = -1;      // SPM dummy prefix
+  int32_t add_space_prefix = -1;  // SPM dummy prefix
 };
 
 Result<std::shared_ptr<const Tokenizer>> load_gguf_tokenizer(const GgufTokenizerData& data);

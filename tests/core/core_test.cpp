@@ -48,7 +48,8 @@ class CoreTest : public QObject {
     QCOMPARE(bf16_to_f32(f32_to_bf16(1.0f)), 1.0f);
     QCOMPARE(bf16_to_f32(f32_to_bf16(-2.5f)), -2.5f);
     QCOMPARE(bf16_to_f32(f32_to_bf16(1.0f + std::ldexp(1.0f, -8))), 1.0f);  // tie -> even
-    QCOMPARE(bf16_to_f32(f32_to_bf16(1.0f + 3 * std::ldexp(1.0f, -8))), 1.0f + std::ldexp(1.0f, -6));
+    QCOMPARE(bf16_to_f32(f32_to_bf16(1.0f + 3 * std::ldexp(1.0f, -8))),
+             1.0f + std::ldexp(1.0f, -6));
     QVERIFY(std::isnan(bf16_to_f32(f32_to_bf16(std::nanf("")))));
   }
 
@@ -75,9 +76,10 @@ class CoreTest : public QObject {
   void utf8_prefix() {
     const std::string euro = "a\xe2\x82\xac";  // a€
     QCOMPARE(valid_utf8_prefix(euro), size_t{4});
-    QCOMPARE(valid_utf8_prefix(euro.substr(0, 3)), size_t{1});  // incomplete trailing char held back
-    QVERIFY(!is_valid_utf8("\xc0\xaf"));                      // overlong
-    QVERIFY(!is_valid_utf8("\xed\xa0\x80"));                  // surrogate
+    QCOMPARE(valid_utf8_prefix(euro.substr(0, 3)),
+             size_t{1});                      // incomplete trailing char held back
+    QVERIFY(!is_valid_utf8("\xc0\xaf"));      // overlong
+    QVERIFY(!is_valid_utf8("\xed\xa0\x80"));  // surrogate
   }
 
   void thread_pool_covers_every_index_once() {
