@@ -27,4 +27,8 @@ std::string default_model_path();
     const ::lathe::Status lathe_s_ = (expr);                \
     QVERIFY2(lathe_s_.is_ok(), lathe_s_.message().c_str()); \
   } while (0)
-#define LATHE_QVERIFY_RESULT(res) QVERIFY2((res).is_ok(), (res).status().message().c_str())
+#define LATHE_QVERIFY_RESULT(res)                                    \
+  do {                                                               \
+    const auto& lathe_r_ = (res); /* evaluated once */               \
+    QVERIFY2(lathe_r_.is_ok(), lathe_r_.status().message().c_str()); \
+  } while (0)

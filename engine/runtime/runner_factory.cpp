@@ -5,41 +5,57 @@
 #include "engine/backend/cpu/cpu_runner_factory.h"
 #include "engine/core/dtype.h"
 #include "engine/model/loaded_model.h"
-
-#ifdef LATHE_WITH_CUDA
-#include "engine/backend/cuda/cuda_runner_factory.h"
-#endif
+#include "engine/runtime/cuda_plugin.h"
 
 namespace lathe {
 
-Result<DeviceSelection> select_device(const DeviceConfig& config) {
+namespace {
+
+using cuda_backend::PluginProblem;
+
+Result<DeviceSelection> cpu_without_gpu(const DeviceConfig& config, const std::string& why,
+                                        PluginProblem problem) {
   DeviceSelection sel;
-  if (config.device == DeviceKind::kCpu) return sel;
-#ifdef LATHE_WITH_CUDA
-  std::string why;
-  if (cuda_device_usable(config.cuda_device, &why)) {
-    sel.device = DeviceKind::kCuda;
-    return sel;
+  switch (problem) {
+    case PluginProblem::kNotBuilt:
+      if (config.device == DeviceKind::kCuda)
+        return unsupported("--device cuda: " + why + "; use --device cpu or rebuild with CUDA");
+      sel.notice = "device: cpu (" + why + ")";
+      return sel;
+    case PluginProblem::kNotInstalled:
+      // A CPU-only installation is a choice, not a failure: a notice, not a warning.
+      if (config.device == DeviceKind::kCuda)
+        return unsupported("--device cuda: " + why + ", or use --device cpu");
+      sel.notice = "device: cpu; " + why + " to run on an NVIDIA GPU";
+      return sel;
+    case PluginProblem::kCannotLoad:
+    case PluginProblem::kNone:
+      break;
   }
   if (config.device == DeviceKind::kCuda)
     return unsupported("--device cuda: no usable GPU (" + why + "); use --device cpu");
   sel.notice = "no usable GPU (" + why + "); running on the CPU";
   sel.is_fallback = true;
-#else
-  if (config.device == DeviceKind::kCuda)
-    return unsupported(
-        "--device cuda: this build of Lathe has no CUDA backend (built with LATHE_CUDA=OFF); "
-        "use --device cpu or rebuild with CUDA");
-  sel.notice = "device: cpu (this build of Lathe has no CUDA backend)";
-#endif
   return sel;
+}
+
+}  // namespace
+
+Result<DeviceSelection> select_device(const DeviceConfig& config) {
+  DeviceSelection sel;
+  if (config.device == DeviceKind::kCpu) return sel;
+  std::string why;
+  if (cuda_backend::usable(config.cuda_device, &why)) {
+    sel.device = DeviceKind::kCuda;
+    return sel;
+  }
+  return cpu_without_gpu(config, why, cuda_backend::plugin().problem);
 }
 
 Result<std::unique_ptr<ModelRunner>> create_model_runner(const LoadedModel& model,
                                                          const EngineConfig& config,
                                                          DeviceKind device) {
   if (device == DeviceKind::kCuda) {
-#ifdef LATHE_WITH_CUDA
     CudaRunnerOptions o;
     o.device = config.device.cuda_device;
     if (config.device.dtype != "auto") {
@@ -55,10 +71,7 @@ Result<std::unique_ptr<ModelRunner>> create_model_runner(const LoadedModel& mode
     o.max_model_len = config.scheduler.max_model_len;
     o.block_size = config.cache.block_size;
     o.gpu_memory_utilization = config.cache.gpu_memory_utilization;
-    return create_cuda_model_runner(model, o);
-#else
-    return unsupported("this build of Lathe has no CUDA backend");
-#endif
+    return cuda_backend::create_model_runner(model, o);
   }
   CpuRunnerOptions o;
   o.num_threads = config.device.num_threads;

@@ -1,6 +1,9 @@
 // Device selection and model-runner creation: the one place that knows which backends exist.
-// --device auto picks CUDA when Lathe was built with it and a GPU is usable, else the CPU with a
-// notice the front-end shows; --device cuda without a usable GPU is an error saying why.
+// --device auto picks CUDA when the CUDA backend (the liblathe_cuda.so plugin, loaded by
+// engine/runtime/cuda_plugin.h) loads and a GPU is usable, else the CPU with a notice the front-end
+// shows (a warning when the plugin is installed but cannot load or finds no GPU); --device cuda
+// without a usable GPU is an error saying why (plugin not built or not installed, a CUDA library
+// missing, no driver or device).
 #pragma once
 
 #include <memory>
@@ -17,7 +20,7 @@ struct LoadedModel;
 struct DeviceSelection {
   DeviceKind device = DeviceKind::kCpu;  // kCpu or kCuda, never kAuto
   std::string notice;                    // set when auto chose the CPU: why (shown to the user)
-  bool is_fallback = false;  // a GPU build found no usable GPU (a warning, not just a notice)
+  bool is_fallback = false;  // the CUDA backend is installed but unusable (a warning, not a notice)
 };
 
 Result<DeviceSelection> select_device(const DeviceConfig& config);

@@ -9,8 +9,10 @@
 # Then on the GPU machine: bash scripts/gpu/run-all.sh   (carry: .devbin)
 #
 # Packed: every test labelled "gpu" in the build's CTest list, lathe_gpu_bounds, lathe_cuda_bench,
-# and the lathe CLI when it builds; libraries are whatever ldd resolves outside glibc/libstdc++ and
-# the CUDA toolkit (the GPU machine has CUDA 13.0 in /usr/local/cuda/lib64).
+# and the lathe CLI when it builds; in lib/, Lathe's own liblathe_engine.so and the CUDA plugin
+# liblathe_cuda.so side by side (the engine's plugin loader looks next to liblathe_engine.so, so
+# test_engine_gpu and the CLI find it there), and whatever else ldd resolves outside
+# glibc/libstdc++ and the CUDA toolkit (the GPU machine has CUDA 13.0 in /usr/local/cuda/lib64).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${1:-build/cuda}
@@ -21,7 +23,7 @@ fi
 
 GPU_TESTS=$(cd "$BUILD" && ctest -N -L gpu | sed -n 's/^ *Test *#[0-9]*: *//p')
 echo "pack-devbin: gpu tests: $(echo $GPU_TESTS)"
-cmake --build "$BUILD" --target lathe_gpu_bounds lathe_cuda_bench -j "${LATHE_BUILD_JOBS:-$(nproc)}"
+cmake --build "$BUILD" --target lathe_cuda lathe_gpu_bounds lathe_cuda_bench -j "${LATHE_BUILD_JOBS:-$(nproc)}"
 BUILT_TESTS=""
 for t in $GPU_TESTS; do  # a test that does not build (work in progress elsewhere) is left out, loudly
   if cmake --build "$BUILD" --target "$t" -j "${LATHE_BUILD_JOBS:-$(nproc)}"; then BUILT_TESTS="$BUILT_TESTS $t"; else
@@ -46,12 +48,19 @@ done
 bins+=("$BUILD/engine/backend/cuda/lathe_gpu_bounds" "$BUILD/engine/backend/cuda/lathe_cuda_bench")
 [ "$HAVE_CLI" = 1 ] && bins+=("$BUILD/app/lathe")
 for b in "${bins[@]}"; do strip -o "$STAGE/bin/$(basename "$b")" "$b"; done
+# Lathe's libraries (cmake/LatheLayout.cmake puts both in <build>/lib).
+for l in liblathe_engine.so liblathe_cuda.so; do
+  [ -f "$BUILD/lib/$l" ] || { echo "pack-devbin: $BUILD/lib/$l is missing" >&2; exit 1; }
+  strip --strip-unneeded -o "$STAGE/lib/$l" "$BUILD/lib/$l"
+done
 echo "$GPU_TESTS" | tr ' ' '\n' | sed '/^$/d' > "$STAGE/bin/gpu-tests.txt"
 
 # Shared libraries: everything outside the C/C++ runtime and CUDA, plus ICU's data library.
-for b in "${bins[@]}"; do ldd "$b"; done | awk '/=>/ {print $3}' | sort -u | while read -r lib; do
+for b in "${bins[@]}" "$BUILD/lib/liblathe_engine.so" "$BUILD/lib/liblathe_cuda.so"; do ldd "$b"; done |
+    awk '/=>/ {print $3}' | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
     libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libstdc++.so*|libgcc_s.so*) ;;
+    liblathe_*) ;;
     libcuda*|libcublas*|libcudart*|libnvrtc*|libnvJitLink*) ;;
     *) cp -L "$lib" "$STAGE/lib/" ;;
   esac
@@ -68,9 +77,9 @@ git status --short >> "$STAGE/bin/commit.txt" 2>/dev/null || true
 
 mkdir -p .devbin
 rm -f .devbin/lathe-gpu.tar.xz
-# -9: a 64 MiB dictionary spans several binaries, so the engine code they all link (CUDA kernels
-# included) is stored about once: ~18 MiB instead of ~26 MiB at -6 (one xz block, so -T0 does not
-# split it).
+# -9: a 64 MiB dictionary spans several files (the engine and the CUDA kernels are shared libraries
+# now, stored once anyway; -9 still helps across the test binaries); one xz block, so -T0 does not
+# split it.
 tar -C "$STAGE" -cf - bin lib | xz -T0 -9 > .devbin/lathe-gpu.tar.xz
 SIZE=$(stat -c %s .devbin/lathe-gpu.tar.xz)
 echo "pack-devbin: .devbin/lathe-gpu.tar.xz $((SIZE / 1048576)) MiB ($(ls "$STAGE/bin" | wc -l) files in bin, $(ls "$STAGE/lib" | wc -l) libraries)"

@@ -46,7 +46,14 @@ if [ ! -f "$BUNDLE" ]; then
 fi
 rm -rf "$DIR" && mkdir -p "$DIR" && xz -dc "$BUNDLE" | tar -C "$DIR" -xf -
 BIN=$DIR/bin
+# lib/ holds liblathe_engine.so and the CUDA plugin liblathe_cuda.so side by side: binaries find the
+# engine through LD_LIBRARY_PATH, and the engine loads the plugin from its own folder (set
+# LATHE_CUDA_PLUGIN to use another file).
 export LD_LIBRARY_PATH="$DIR/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+if [ ! -f "$DIR/lib/liblathe_cuda.so" ]; then
+  log "the bundle has no lib/liblathe_cuda.so (packed before the CUDA plugin existed?): run scripts/gpu/pack-devbin.sh again"
+  exit 2
+fi
 export LATHE_TEST_DATA="$ROOT/tests/fixtures" QT_QPA_PLATFORM=offscreen
 # The default model (98 MB) is over the carry limit: scripts/gpu/stage-default-model.sh sends it
 # xz-compressed in parts, the first by a short call just before this one (into /tmp/lathe-models),

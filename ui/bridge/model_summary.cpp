@@ -12,12 +12,8 @@
 
 #include "engine/core/strings.h"
 #include "engine/model/memory_estimate.h"
+#include "engine/runtime/cuda_plugin.h"
 #include "engine/runtime/runner_factory.h"
-#if LATHE_WITH_CUDA
-#include <cuda_runtime_api.h>
-
-#include "engine/backend/cuda/cuda_runner_factory.h"
-#endif
 
 namespace lathe::ui {
 
@@ -166,17 +162,15 @@ MemoryPlan planMemoryFor(const ModelFacts& facts, const LoadSettings& settings,
 
 DeviceInfo detectDevice() {
   DeviceInfo d;
-#if LATHE_WITH_CUDA
-  // The engine decides which GPUs are usable (driver, compute capability); the runtime API gives
-  // the name and memory of device 0, the one the engine uses by default.
-  cudaDeviceProp prop{};
-  if (cuda_device_usable(0) && cudaGetDeviceProperties(&prop, 0) == cudaSuccess) {
+  // The CUDA backend (a plugin, loaded on first use) decides which GPUs are usable (driver, compute
+  // capability) and gives the name and memory of device 0, the one the engine uses by default.
+  const Result<CudaDeviceProperties> gpu = cuda_backend::properties(0);
+  if (gpu.is_ok()) {
     d.isGpu = true;
-    d.name = QString::fromLatin1(prop.name);
-    d.totalBytes = static_cast<qint64>(prop.totalGlobalMem);
+    d.name = QString::fromStdString(gpu->name);
+    d.totalBytes = static_cast<qint64>(gpu->total_bytes);
     return d;
   }
-#endif
   d.isGpu = false;
   d.name = cpuName();
   d.totalBytes = system_memory_bytes();

@@ -26,7 +26,7 @@ ModelFacts factsFromReport(const ModelReport& report);
 MemoryPlan planMemoryFor(const ModelFacts& facts, const LoadSettings& settings,
                          const DeviceInfo& device);
 
-// The detected device: the first CUDA GPU when the CUDA backend is built and a GPU is usable,
+// The detected device: the first CUDA GPU when the CUDA backend plugin loads and a GPU is usable,
 // else the CPU with the machine's RAM.
 DeviceInfo detectDevice();
 

@@ -14,7 +14,12 @@
 // 0), the norms, SwiGLU and RoPE ride in the projections (norm in the QKV and gate/up prologue,
 // residual add in the o/down epilogue, SwiGLU in the gate/up epilogue, RoPE and the KV write in the
 // QKV epilogue unless LATHE_CUDA_FUSED_ROPE=0 or the model has QK norm): five kernels a layer
-// instead of nine.
+// instead of nine. Before it serves, the fused path is checked against the unfused one layer by
+// layer (fused_decode_check.h).
+//
+// Files: this one (creation, steps, KV cache, graphs, profiling), cuda_model_runner_forward.cpp
+// (the forward pass), cuda_model_runner_memory.cpp (buffers, the profiling step, memory plan),
+// cuda_model_runner_tuning.cpp (timing of the fused path), fused_decode_check.cpp (its check).
 // Decode steps use the tensor-core decode attention (decode_attention.h) when the shape allows and
 // LATHE_CUDA_DECODE_ATTENTION is not "split" (which selects the split-KV kernel of
 // paged_attention.h, also used for prefill without FlashInfer).
@@ -41,6 +46,7 @@
 #include "engine/backend/cuda/cuda_runner_factory.h"
 #include "engine/backend/cuda/cuda_weights.h"
 #include "engine/backend/cuda/decode_gemv.h"
+#include "engine/backend/cuda/fused_decode_check.h"
 #include "engine/backend/cuda/gemm.h"
 #include "engine/backend/cuda/linear.h"
 #include "engine/backend/cuda/prefill_attention.h"
@@ -66,27 +72,6 @@ enum class Phase : int {
   kCount
 };
 const char* phase_name(Phase p);
-
-// The fused batch-1..4 path at one M, as measured at load (profile_step): the four projections of
-// a layer with their fused neighbours against the unfused sequence (each projection through the
-// faster of gemv and cuBLASLt, plus two norms and SwiGLU). Used when faster.
-struct FusedDecodeChoice {
-  int64_t m = 0;
-  bool use = false;
-  double fused_us = 0;    // per layer
-  double unfused_us = 0;  // per layer
-  // decode_gemv blocks per multiprocessor for qkv, o, gate_up, down, lm_head.
-  std::array<int, 5> blocks_per_sm = {1, 1, 1, 1, 1};
-  // RoPE and the KV write in the QKV projection's epilogue (no QK norm; LATHE_CUDA_FUSED_ROPE not
-  // 0) when faster than the QKV projection followed by qkv_rope_kv (both timed, microseconds).
-  bool rope = false;
-  double rope_fused_us = 0, rope_unfused_us = 0;
-  // The final norm in the LM head's prologue, when faster than the norm kernel + the LM head
-  // through the faster of gemv and cuBLASLt (microseconds).
-  bool lm_head = false;
-  double lm_fused_us = 0, lm_unfused_us = 0;
-  std::string note;  // why it is not used, when not
-};
 
 // Wall-clock host time of the last execute(), microseconds.
 struct StepTimes {
@@ -138,10 +123,29 @@ class CudaModelRunner final : public ModelRunner {
   Status allocate_buffers();
   Status allocate_step_buffers();
   Status profile_step();
-  // Times the fused batch-1..4 path against the unfused one per M and fills fused_; then checks
-  // that a fused step gives the unfused step's logits (else the fused path stays off, loudly).
+  // Times the fused batch-1..4 kernels per M and fills fused_; then chooses the fused parts by
+  // whole-step timing and checks them (check_fused_decode).
   Status tune_fused_decode(void* x_scratch, void* y_scratch);
-  Result<double> fused_logits_error(int32_t m);
+  // The step timing (choose_fused_parts) and the layer-by-layer check of every M in use
+  // (fused_decode_check.h): an M whose fastest step is unfused, or that fails the check, is turned
+  // off with a warning (an error when LATHE_CUDA_FUSED=1 forces the path). Runs on a scratch KV
+  // cache of its own; the runner's cache is left as it was.
+  Status check_fused_decode();
+  Status run_fused_decode_checks(int32_t context, int32_t blocks);
+  // The one-token step of m sequences after `context` positions over the scratch cache's `blocks`,
+  // packed into step_dev_.
+  Result<StepArrays> pack_check_step(int32_t m, int32_t context, int32_t blocks);
+  // Times whole decode steps of ch->m sequences (CUDA graphs unless eager) for every valid set of
+  // fused parts and keeps the fastest in ch (none: ch->use = false).
+  Status choose_fused_parts(FusedDecodeChoice* ch, int32_t context, int32_t blocks);
+  // One decode step's time in microseconds (graph replay unless eager), `fused` null: unfused.
+  Result<double> time_decode_step(const StepArrays& d, int32_t m, int32_t splits,
+                                  const FusedDecodeChoice* fused);
+  // The check at one M. `context_kv`: the scratch cache after the context prefill (restored before
+  // every run); `rows`: f32 scratch for kDecodeGemvMaxM residual rows.
+  Result<FusedDecodeCheck> check_fused_decode_at(const FusedDecodeChoice& ch, int32_t context,
+                                                 int32_t blocks, const DeviceBuffer& context_kv,
+                                                 const DeviceBuffer& rows);
   Status plan_memory();
   // The actionable error when one max_model_len sequence needs more KV cache than kv_budget.
   Status check_one_sequence_fits(int64_t kv_budget) const;
@@ -152,8 +156,24 @@ class CudaModelRunner final : public ModelRunner {
 
   // Packs, copies and runs the forward pass up to the logits. Leaves the packed step in packed_.
   Status run_forward(const ModelInput& input);
+  // The forward pass up to the logits: fused layers when fused_ says so for this many tokens.
   Status forward(const StepArrays& d, int32_t num_tokens, int32_t num_seqs, int32_t num_lm_rows,
                  AttnPath path, int32_t splits);
+  // The same with the batch-1..4 choice given (null: unfused).
+  Status forward_with(const StepArrays& d, int32_t num_tokens, int32_t num_seqs,
+                      int32_t num_lm_rows, AttnPath path, int32_t splits,
+                      const FusedDecodeChoice* fused);
+  const FusedDecodeChoice* fused_for(int32_t num_tokens) const;
+  // Its parts. embed: the residual stream from the tokens. layer: layer `li`, fused when `fused` is
+  // not null; `pending`: proj_out_ holds the previous layer's down projection, not yet added to
+  // the residual (unfused layers leave theirs there, the next norm adds it). final_logits: the
+  // final norm and the LM head for the rows d.lm_rows, in the LM head's prologue when `fused_lm`
+  // is not null.
+  Status embed(const StepArrays& d, int32_t num_tokens);
+  Status layer(const StepArrays& d, int64_t li, int32_t num_tokens, int32_t num_seqs, AttnPath path,
+               int32_t splits, const FusedDecodeChoice* fused, bool pending);
+  Status final_logits(const StepArrays& d, int32_t num_lm_rows, const FusedDecodeChoice* fused_lm,
+                      bool pending);
   Status attention(const StepArrays& d, int64_t layer, int32_t num_tokens, int32_t num_seqs,
                    AttnPath path, int32_t splits);
   Status sample();
@@ -181,6 +201,7 @@ class CudaModelRunner final : public ModelRunner {
   bool fused_allowed_ = true;       // LATHE_CUDA_FUSED != 0
   bool fused_forced_ = false;       // LATHE_CUDA_FUSED == 1: wherever it fits, untimed
   bool fused_rope_allowed_ = true;  // LATHE_CUDA_FUSED_ROPE != 0
+  FusedDecodeTestHooks hooks_;      // tests only (fused_decode_check.h)
   std::array<FusedDecodeChoice, kDecodeGemvMaxM + 1> fused_{};
   std::vector<FusedDecodeChoice> fused_report_;
 

@@ -268,10 +268,16 @@ int main(int argc, char** argv) {
         static_cast<long long>(f.m), f.fused_us, f.blocks_per_sm[0], f.blocks_per_sm[1],
         f.blocks_per_sm[2], f.blocks_per_sm[3], f.blocks_per_sm[4], f.rope_fused_us,
         f.rope_unfused_us, f.rope ? "fused" : "separate", f.lm_fused_us, f.lm_unfused_us,
-        f.lm_head ? "fused" : "separate", f.unfused_us, f.use ? "fused" : "unfused",
-        f.note.empty() ? "" : ": ", f.note.c_str());
-    fused_summary += strformat(" M%lld %.1f/%.1f%s", static_cast<long long>(f.m), f.fused_us,
-                               f.unfused_us, f.use ? "*" : "");
+        f.lm_head ? "fused" : "separate", f.unfused_us,
+        f.use ? ("fused " + f.parts.name()).c_str() : "unfused", f.note.empty() ? "" : ": ",
+        f.note.c_str());
+    fused_summary +=
+        strformat(" M%lld %.1f/%.1f", static_cast<long long>(f.m), f.fused_us, f.unfused_us);
+    if (f.step_unfused_us > 0)
+      fused_summary +=
+          strformat(" step %.0f/%.0f", f.use ? f.step_us : f.step_unfused_us, f.step_unfused_us);
+    fused_summary += ' ';
+    fused_summary += f.use ? f.parts.name() + '*' : std::string("unfused");
   }
 
   // Bytes and FLOPs of the model, for the bounds.
@@ -535,9 +541,11 @@ int main(int argc, char** argv) {
 
   std::printf("\n==== lathe_cuda_bench summary: %s, %s ====\n", r.memory_info().device_name.c_str(),
               std::string(dtype_name(o.runner.dtype)).c_str());
-  std::printf("paths: decode attention %s; fused decode us/layer fused/unfused (* = used):%s\n",
-              r.uses_decode_attention() ? "tensor-core GQA" : "split-KV",
-              fused_summary.empty() ? " off" : fused_summary.c_str());
+  std::printf(
+      "paths: decode attention %s; fused decode per M: kernels alone us/layer fused/unfused, whole "
+      "step us chosen/unfused, parts used (*):%s\n",
+      r.uses_decode_attention() ? "tensor-core GQA" : "split-KV",
+      fused_summary.empty() ? " off" : fused_summary.c_str());
   if (o.copy_gbps > 0 || o.gemm_tflops > 0)
     std::printf(
         "bounds (measured in this run): copy %.0f GB/s (read+write), BF16 GEMM %.0f TFLOP/s\n",

@@ -1,0 +1,293 @@
+// CudaModelRunner's forward pass (the op sequence in cuda_model_runner.h): the embedding, each
+// layer fused (batch 1..4, decode_gemv.h) or unfused, the final norm and the LM head, and the
+// attention of a layer by path (FlashInfer prefill, tensor-core decode, Lathe's split-KV kernel).
+// The pieces are separate so that the fused path's check (fused_decode_check.cpp) runs exactly
+// the code that serves, one layer at a time.
+#include <cmath>
+
+#include "engine/backend/cuda/add_rms_norm.h"
+#include "engine/backend/cuda/cuda_model_runner.h"
+#include "engine/backend/cuda/decode_attention.h"
+#include "engine/backend/cuda/embedding.h"
+#include "engine/backend/cuda/paged_attention.h"
+#include "engine/backend/cuda/qkv_rope_kv.h"
+#include "engine/backend/cuda/swiglu.h"
+
+namespace lathe::cuda {
+
+Status CudaModelRunner::attention(const StepArrays& d, int64_t li, int32_t t, int32_t s,
+                                  AttnPath path, int32_t splits) {
+  const ModelConfig& c = config_;
+  const int64_t hq = c.num_heads, hkv = c.num_kv_heads, hd = c.head_dim;
+  const int64_t qkv_dim = (hq + 2 * hkv) * hd;
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
+  uint8_t* k_cache = kv_.as<uint8_t>() + 2 * li * kv_layer_elems_ * 2;
+  uint8_t* v_cache = k_cache + kv_layer_elems_ * 2;
+  if (path == AttnPath::kFlashInfer) {
+    PrefillRunArgs pa;
+    pa.q = qkv_.get();
+    pa.q_stride = qkv_dim;
+    pa.out = attn_out_.get();
+    pa.k_cache = k_cache;
+    pa.v_cache = v_cache;
+    pa.qo_indptr = d.query_start;
+    pa.kv_indptr = d.kv_indptr;
+    pa.kv_indices = d.kv_indices;
+    pa.kv_last_page_len = d.kv_last_page_len;
+    pa.scale = scale;
+    return prefill_->run(pa, stream_);
+  }
+  if (path == AttnPath::kDecode && decode_attention_) {
+    DecodeAttentionArgs da;
+    da.q = qkv_.get();
+    da.q_stride = qkv_dim;
+    da.out = attn_out_.get();
+    da.k_cache = k_cache;
+    da.v_cache = v_cache;
+    da.seq_lens = d.seq_lens;
+    da.kv_indptr = d.kv_indptr;
+    da.kv_indices = d.kv_indices;
+    da.num_seqs = s;
+    da.num_heads = static_cast<int32_t>(hq);
+    da.num_kv_heads = static_cast<int32_t>(hkv);
+    da.head_dim = static_cast<int32_t>(hd);
+    da.block_size = block_size_;
+    da.scale = scale;
+    da.sliding_window = static_cast<int32_t>(c.sliding_window);
+    da.max_splits = decode_attention_splits_for(s, hkv, props_.sm_count);
+    da.workspace = attn_ws_.as<float>();
+    da.counters = attn_counters_.as<int32_t>();
+    da.dtype = options_.dtype;
+    return decode_attention(da, stream_);
+  }
+  PagedAttentionArgs pa;
+  pa.q = qkv_.get();
+  pa.q_stride = qkv_dim;
+  pa.out = attn_out_.get();
+  pa.k_cache = k_cache;
+  pa.v_cache = v_cache;
+  pa.query_start = d.query_start;
+  pa.seq_lens = d.seq_lens;
+  pa.kv_indptr = d.kv_indptr;
+  pa.kv_indices = d.kv_indices;
+  pa.num_seqs = s;
+  pa.num_tokens = t;
+  pa.num_heads = static_cast<int32_t>(hq);
+  pa.num_kv_heads = static_cast<int32_t>(hkv);
+  pa.head_dim = static_cast<int32_t>(hd);
+  pa.block_size = block_size_;
+  pa.scale = scale;
+  pa.sliding_window = static_cast<int32_t>(c.sliding_window);
+  pa.max_splits = splits;
+  pa.workspace = attn_ws_.as<float>();
+  pa.dtype = options_.dtype;
+  return paged_attention(pa, stream_);
+}
+
+const FusedDecodeChoice* CudaModelRunner::fused_for(int32_t t) const {
+  return t >= 1 && t <= kDecodeGemvMaxM && fused_[static_cast<size_t>(t)].use
+             ? &fused_[static_cast<size_t>(t)]
+             : nullptr;
+}
+
+Status CudaModelRunner::forward(const StepArrays& d, int32_t t, int32_t s, int32_t r, AttnPath path,
+                                int32_t splits) {
+  return forward_with(d, t, s, r, path, splits, fused_for(t));
+}
+
+Status CudaModelRunner::forward_with(const StepArrays& d, int32_t t, int32_t s, int32_t r,
+                                     AttnPath path, int32_t splits,
+                                     const FusedDecodeChoice* fused) {
+  LATHE_RETURN_IF_ERROR(embed(d, t));
+  // A fused down projection completes the residual stream in its epilogue; an unfused one leaves
+  // its output in proj_out_ for the next norm to add.
+  const bool down_fused = fused != nullptr && fused->parts.down;
+  for (int64_t li = 0; li < config_.num_layers; ++li)
+    LATHE_RETURN_IF_ERROR(layer(d, li, t, s, path, splits, fused, !down_fused && li > 0));
+  if (r == 0) return Status();
+  return final_logits(d, r, down_fused && fused->lm_head ? fused : nullptr, !down_fused);
+}
+
+Status CudaModelRunner::embed(const StepArrays& d, int32_t t) {
+  LATHE_RETURN_IF_ERROR(embedding(options_.dtype, weights_.token_embd, config_.vocab_size,
+                                  config_.hidden_size, d.token_ids, t, residual_.as<float>(),
+                                  stream_));
+  return mark(Phase::kEmbedding);
+}
+
+Status CudaModelRunner::layer(const StepArrays& d, int64_t li, int32_t t, int32_t s, AttnPath path,
+                              int32_t splits, const FusedDecodeChoice* fused, bool pending) {
+  const ModelConfig& c = config_;
+  const DType dt = options_.dtype;
+  const int64_t h = c.hidden_size, hq = c.num_heads, hkv = c.num_kv_heads, hd = c.head_dim;
+  const int64_t qkv_dim = (hq + 2 * hkv) * hd, ffn = c.intermediate_size;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const int64_t e = 2;
+  const DeviceLayer& L = weights_.layers[static_cast<size_t>(li)];
+  const FusedParts fp = fused != nullptr ? fused->parts : FusedParts{};
+  if (!fp.valid() || (fp.qkv && pending))
+    return internal_error("fused decode parts " + fp.name() + " cannot run here (" +
+                          (pending ? "the previous down projection is pending" : "invalid set") +
+                          ")");
+  uint8_t* k_cache = kv_.as<uint8_t>() + 2 * li * kv_layer_elems_ * e;
+  uint8_t* v_cache = k_cache + kv_layer_elems_ * e;
+  // A fused layer broken on purpose (test hooks, fused_decode_check.h).
+  RopeStyle rope_style = c.rope_style;
+  float prologue_eps = eps;
+  if (fused != nullptr && hooks_.fault == FusedDecodeFault::kRopeStyle)
+    rope_style = rope_style == RopeStyle::kNeox ? RopeStyle::kInterleaved : RopeStyle::kNeox;
+  if (fused != nullptr && hooks_.fault == FusedDecodeFault::kNormEps) prologue_eps = 1e-2f;
+
+  // The fused batch-1..4 parts (decode_gemv.h): the residual stream is updated by the o/down
+  // epilogues, the norms run in the QKV and gate/up prologues, SwiGLU in the gate/up epilogue.
+  DecodeGemvArgs g;
+  g.dtype = dt;
+  g.m = t;
+  g.eps = prologue_eps;
+  g.residual = residual_.as<float>();
+  g.out_dtype = dt;
+
+  AddRmsNormArgs norm;
+  norm.residual = residual_.as<float>();
+  norm.x = pending ? proj_out_.get() : nullptr;
+  norm.weight = L.attn_norm;
+  norm.out = xnorm_.get();
+  norm.rows = t;
+  norm.dim = h;
+  norm.eps = eps;
+  norm.dtype = dt;
+  const bool rope_fused = fp.qkv && fused->rope;
+  if (fp.qkv) {
+    g.w = L.qkv, g.n = qkv_dim, g.k = h;
+    g.input = GemvInput::kRmsNorm, g.norm_weight = L.attn_norm, g.row_index = nullptr;
+    g.output = rope_fused ? GemvOutput::kRopeKv : GemvOutput::kStore, g.y = qkv_.get();
+    if (rope_fused) {
+      GemvRopeKv& rp = g.rope;
+      rp.num_heads = static_cast<int32_t>(hq);
+      rp.num_kv_heads = static_cast<int32_t>(hkv);
+      rp.head_dim = static_cast<int32_t>(hd);
+      rp.positions = d.positions;
+      rp.inv_freq = inv_freq_.as<float>();
+      rp.style = rope_style;
+      rp.q_bias = L.q_bias, rp.k_bias = L.k_bias, rp.v_bias = L.v_bias;
+      rp.k_cache = k_cache, rp.v_cache = v_cache;
+      rp.slot_mapping = d.slot_mapping;
+    }
+    g.blocks_per_sm = fused->blocks_per_sm[0];
+    LATHE_RETURN_IF_ERROR(decode_gemv(g, stream_));
+  } else {
+    LATHE_RETURN_IF_ERROR(add_rms_norm(norm, stream_));
+    LATHE_RETURN_IF_ERROR(mark(Phase::kNorm));
+    LATHE_RETURN_IF_ERROR(linear_->run(LinearWeight{L.qkv, qkv_dim, h, "qkv_proj"}, dt,
+                                       xnorm_.get(), qkv_.get(), t, stream_));
+  }
+  LATHE_RETURN_IF_ERROR(mark(Phase::kQkvGemm));
+
+  if (!rope_fused) {
+    QkvRopeKvArgs rk;
+    rk.qkv = qkv_.get();
+    rk.num_tokens = t;
+    rk.num_heads = hq;
+    rk.num_kv_heads = hkv;
+    rk.head_dim = hd;
+    rk.positions = d.positions;
+    rk.inv_freq = inv_freq_.as<float>();
+    rk.style = rope_style;
+    rk.q_bias = L.q_bias;
+    rk.k_bias = L.k_bias;
+    rk.v_bias = L.v_bias;
+    rk.q_norm = L.q_norm;
+    rk.k_norm = L.k_norm;
+    rk.eps = eps;
+    rk.k_cache = k_cache;
+    rk.v_cache = v_cache;
+    rk.slot_mapping = d.slot_mapping;
+    rk.dtype = dt;
+    LATHE_RETURN_IF_ERROR(qkv_rope_kv(rk, stream_));
+    LATHE_RETURN_IF_ERROR(mark(Phase::kRopeKv));
+  }
+
+  LATHE_RETURN_IF_ERROR(attention(d, li, t, s, path, splits));
+  LATHE_RETURN_IF_ERROR(mark(Phase::kAttention));
+
+  if (fp.o) {
+    g.w = L.o, g.n = h, g.k = hq * hd;
+    g.input = GemvInput::kPlain, g.x = attn_out_.get();
+    g.output = GemvOutput::kResidualAdd, g.residual_out = residual_.as<float>();
+    g.blocks_per_sm = fused->blocks_per_sm[1];
+    LATHE_RETURN_IF_ERROR(decode_gemv(g, stream_));
+  } else {
+    LATHE_RETURN_IF_ERROR(linear_->run(LinearWeight{L.o, h, hq * hd, "o_proj"}, dt, attn_out_.get(),
+                                       proj_out_.get(), t, stream_));
+  }
+  LATHE_RETURN_IF_ERROR(mark(Phase::kOGemm));
+
+  if (fp.gate_up) {
+    g.w = L.gate_up, g.n = 2 * ffn, g.k = h;
+    g.input = GemvInput::kRmsNorm, g.norm_weight = L.ffn_norm;
+    g.output = GemvOutput::kSwiglu, g.y = act_.get();
+    g.blocks_per_sm = fused->blocks_per_sm[2];
+    LATHE_RETURN_IF_ERROR(decode_gemv(g, stream_));
+    LATHE_RETURN_IF_ERROR(mark(Phase::kGateUpGemm));
+  } else {
+    norm.x = fp.o ? nullptr : proj_out_.get();
+    norm.weight = L.ffn_norm;
+    LATHE_RETURN_IF_ERROR(add_rms_norm(norm, stream_));
+    LATHE_RETURN_IF_ERROR(mark(Phase::kNorm));
+    LATHE_RETURN_IF_ERROR(linear_->run(LinearWeight{L.gate_up, 2 * ffn, h, "gate_up_proj"}, dt,
+                                       xnorm_.get(), gate_up_.get(), t, stream_));
+    LATHE_RETURN_IF_ERROR(mark(Phase::kGateUpGemm));
+    LATHE_RETURN_IF_ERROR(swiglu(dt, gate_up_.get(), act_.get(), t, ffn, stream_));
+    LATHE_RETURN_IF_ERROR(mark(Phase::kSwiglu));
+  }
+
+  if (fp.down) {
+    g.w = L.down, g.n = h, g.k = ffn;
+    g.input = GemvInput::kPlain, g.x = act_.get();
+    g.output = GemvOutput::kResidualAdd, g.residual_out = residual_.as<float>();
+    g.blocks_per_sm = fused->blocks_per_sm[3];
+    LATHE_RETURN_IF_ERROR(decode_gemv(g, stream_));
+  } else {
+    LATHE_RETURN_IF_ERROR(linear_->run(LinearWeight{L.down, h, ffn, "down_proj"}, dt, act_.get(),
+                                       proj_out_.get(), t, stream_));
+  }
+  return mark(Phase::kDownGemm);
+}
+
+Status CudaModelRunner::final_logits(const StepArrays& d, int32_t r,
+                                     const FusedDecodeChoice* fused_lm, bool pending) {
+  const ModelConfig& c = config_;
+  const DType dt = options_.dtype;
+  const int64_t h = c.hidden_size;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  if (fused_lm != nullptr) {
+    DecodeGemvArgs g;
+    g.dtype = dt;
+    g.m = r;
+    g.eps = eps;
+    g.residual = residual_.as<float>();
+    g.w = weights_.lm_head, g.n = c.vocab_size, g.k = h;
+    g.input = GemvInput::kRmsNorm, g.norm_weight = weights_.output_norm, g.row_index = d.lm_rows;
+    g.output = GemvOutput::kStore, g.y = logits_.get(), g.out_dtype = DType::kF32;
+    g.blocks_per_sm = fused_lm->blocks_per_sm[4];
+    LATHE_RETURN_IF_ERROR(decode_gemv(g, stream_));
+    return mark(Phase::kLmHead);
+  }
+  AddRmsNormArgs fin;
+  fin.residual = residual_.as<float>();
+  fin.x = pending ? proj_out_.get() : nullptr;
+  fin.weight = weights_.output_norm;
+  fin.out = xnorm_.get();
+  fin.row_index = d.lm_rows;
+  fin.rows = r;
+  fin.dim = h;
+  fin.eps = eps;
+  fin.dtype = dt;
+  LATHE_RETURN_IF_ERROR(add_rms_norm(fin, stream_));
+  LATHE_RETURN_IF_ERROR(mark(Phase::kNorm));
+  LATHE_RETURN_IF_ERROR(linear_->run(LinearWeight{weights_.lm_head, c.vocab_size, h, "lm_head"},
+                                     DType::kF32, xnorm_.get(), logits_.get(), r, stream_));
+  return mark(Phase::kLmHead);
+}
+
+}  // namespace lathe::cuda

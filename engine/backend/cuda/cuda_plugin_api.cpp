@@ -1,0 +1,56 @@
+// liblathe_cuda.so's entry point: the table of cuda_plugin_api.h over cuda_runner_factory.h.
+#include "engine/backend/cuda/cuda_plugin_api.h"
+
+#include <cuda_runtime.h>
+
+#include "engine/core/strings.h"
+
+#ifndef LATHE_BUILD_VERSION
+#error "LATHE_BUILD_VERSION must name the Lathe version (engine/backend/cuda/CMakeLists.txt)"
+#endif
+
+namespace lathe {
+namespace {
+
+bool device_properties(int32_t device, CudaDeviceProperties* out, std::string* why) {
+  if (!cuda_device_usable(device, why)) return false;
+  cudaDeviceProp p{};
+  const cudaError_t err = cudaGetDeviceProperties(&p, device);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    if (why != nullptr) *why = strformat("CUDA device %d: %s", device, cudaGetErrorString(err));
+    return false;
+  }
+  out->name = p.name;
+  out->total_bytes = static_cast<int64_t>(p.totalGlobalMem);
+  out->major = p.major;
+  out->minor = p.minor;
+  out->multiprocessors = p.multiProcessorCount;
+  return true;
+}
+
+bool device_usable(int32_t device, std::string* why) {
+  return cuda_device_usable(device, why);
+}
+
+std::string device_description(int32_t device) {
+  return cuda_device_description(device);
+}
+
+const CudaPluginApi kApi = {
+    .abi_version = kCudaPluginAbiVersion,
+    .struct_size = sizeof(CudaPluginApi),
+    .lathe_version = LATHE_BUILD_VERSION,
+    .device_usable = &device_usable,
+    .device_description = &device_description,
+    .device_properties = &device_properties,
+    .create_model_runner = &create_cuda_model_runner,
+};
+
+}  // namespace
+}  // namespace lathe
+
+extern "C" __attribute__((visibility("default"))) const lathe::CudaPluginApi*
+lathe_cuda_plugin_api() {
+  return &lathe::kApi;
+}

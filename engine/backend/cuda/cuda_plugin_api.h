@@ -1,0 +1,62 @@
+// The CUDA backend as a loadable module: liblathe_cuda.so exports one C entry point,
+// lathe_cuda_plugin_api(), returning the table below. The engine (liblathe_engine.so) never links
+// the plugin or a CUDA library; engine/runtime/cuda_plugin.h dlopens it on first use, so Lathe
+// starts and runs on the CPU where the plugin or NVIDIA's CUDA runtime is missing.
+//
+// Plain C++, no CUDA headers: the loader includes it. C++ types cross the boundary (the engine and
+// the plugin are built together, by one toolchain, and shipped as one version); the loader refuses
+// a plugin whose abi_version, struct_size or lathe_version differ from its own.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/backend/cuda/cuda_runner_factory.h"
+#include "engine/core/status.h"
+#include "engine/runtime/model_runner.h"
+
+namespace lathe {
+
+struct LoadedModel;
+
+// Bump when a member of CudaPluginApi or a type it passes (CudaRunnerOptions, CudaDeviceProperties,
+// ModelRunner, LoadedModel, ...) changes in a way an older plugin would misread.
+inline constexpr uint32_t kCudaPluginAbiVersion = 1;
+// The exported symbol (extern "C") and the file name the loader looks for.
+inline constexpr const char* kCudaPluginEntryPoint = "lathe_cuda_plugin_api";
+inline constexpr const char* kCudaPluginFileName = "liblathe_cuda.so";
+
+// What the GUI's memory plan needs to know about a device.
+struct CudaDeviceProperties {
+  std::string name;         // "NVIDIA H200"
+  int64_t total_bytes = 0;  // device memory
+  int32_t major = 0;        // compute capability
+  int32_t minor = 0;
+  int32_t multiprocessors = 0;
+};
+
+// The plugin's functions. Every pointer is set; each is thread-safe as its namesake in
+// cuda_runner_factory.h.
+struct CudaPluginApi {
+  uint32_t abi_version;       // kCudaPluginAbiVersion of the plugin's build
+  uint32_t struct_size;       // sizeof(CudaPluginApi) of the plugin's build
+  const char* lathe_version;  // the Lathe version the plugin was built for ("0.1.0")
+  // Whether device ordinal `device` exists and is usable (driver, compute capability >= 8.0); when
+  // not, `why` (if given) says why.
+  bool (*device_usable)(int32_t device, std::string* why);
+  // "NVIDIA H200 (139.8 GiB, compute 9.0, ...)", or why the device is not usable.
+  std::string (*device_description)(int32_t device);
+  // Fills `out` for a usable device; false with `why` otherwise.
+  bool (*device_properties)(int32_t device, CudaDeviceProperties* out, std::string* why);
+  // create_cuda_model_runner(): the runner's code lives in the plugin, so the plugin must stay
+  // loaded while the runner exists (the loader never unloads it).
+  Result<std::unique_ptr<ModelRunner>> (*create_model_runner)(const LoadedModel& model,
+                                                              const CudaRunnerOptions& options);
+};
+
+}  // namespace lathe
+
+// The entry point: a pointer to a static table, valid for the life of the process.
+extern "C" const lathe::CudaPluginApi* lathe_cuda_plugin_api();
+using LatheCudaPluginApiFn = const lathe::CudaPluginApi* (*)();

@@ -1,0 +1,338 @@
+// The load-time check of the fused batch-1..4 decode path against the unfused one, one layer at a
+// time from identical inputs (fused_decode_check.h says why and how).
+#include "engine/backend/cuda/fused_decode_check.h"
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+#include "engine/backend/cuda/add_rms_norm.h"
+#include "engine/backend/cuda/cuda_model_runner.h"
+#include "engine/backend/cuda/paged_attention.h"
+#include "engine/core/half.h"
+#include "engine/core/log.h"
+#include "engine/core/strings.h"
+
+namespace lathe::cuda {
+namespace {
+
+std::mutex& hooks_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+FusedDecodeTestHooks& hooks_storage() {
+  static FusedDecodeTestHooks hooks;
+  return hooks;
+}
+
+double norm_ratio(double num, double den) {
+  if (den > 0) return std::sqrt(num / den);
+  return num > 0 ? INFINITY : 0.0;
+}
+
+std::vector<float> widen(DType dt, const std::vector<uint16_t>& v) {
+  std::vector<float> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    out[i] = dt == DType::kBF16 ? bf16_to_f32(v[i]) : f16_to_f32(v[i]);
+  return out;
+}
+
+}  // namespace
+
+double fused_relative_error(const float* a, const float* b, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
+    const double d = static_cast<double>(a[i]) - b[i];
+    num += d * d;
+    den += static_cast<double>(b[i]) * b[i];
+  }
+  return norm_ratio(num, den);
+}
+
+double fused_update_error(const float* fused, const float* unfused, const float* input, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(fused[i]) || !std::isfinite(unfused[i]) || !std::isfinite(input[i]))
+      return INFINITY;
+    const double d = static_cast<double>(fused[i]) - unfused[i];
+    const double u = static_cast<double>(unfused[i]) - input[i];
+    num += d * d;
+    den += u * u;
+  }
+  return norm_ratio(num, den);
+}
+
+std::string FusedParts::name() const {
+  std::string s;
+  auto add = [&](bool on, const char* part) {
+    if (!on) return;
+    if (!s.empty()) s += '+';
+    s += part;
+  };
+  add(qkv, "qkv");
+  add(o, "o");
+  add(gate_up, "gate_up");
+  add(down, "down");
+  return s.empty() ? std::string("none") : s;
+}
+
+const std::array<FusedParts, 9>& fused_part_sets() {
+  // {qkv, o, gate_up, down}: down x qkv in {-, down, qkv+down} times o x gate_up in {-, o,
+  // o+gate_up}.
+  static const std::array<FusedParts, 9> sets = {{
+      {false, false, false, false},
+      {false, true, false, false},
+      {false, true, true, false},
+      {false, false, false, true},
+      {false, true, false, true},
+      {false, true, true, true},
+      {true, false, false, true},
+      {true, true, false, true},
+      {true, true, true, true},
+  }};
+  return sets;
+}
+
+void set_fused_decode_test_hooks(const FusedDecodeTestHooks& hooks) {
+  std::lock_guard<std::mutex> lock(hooks_mutex());
+  hooks_storage() = hooks;
+}
+
+FusedDecodeTestHooks fused_decode_test_hooks() {
+  std::lock_guard<std::mutex> lock(hooks_mutex());
+  return hooks_storage();
+}
+
+Status CudaModelRunner::check_fused_decode() {
+  int32_t max_m = 0;
+  for (const FusedDecodeChoice& ch : fused_report_)
+    if (ch.use) max_m = std::max(max_m, static_cast<int32_t>(ch.m));
+  if (max_m == 0) return Status();
+  // The context's prefill fits the step budget; the checked tokens fit max-model-len.
+  const int32_t context =
+      std::max(0, std::min({kFusedCheckContext, max_tokens_, max_model_len_ - max_m}));
+  const int32_t blocks = static_cast<int32_t>(ceil_div(context + max_m, block_size_));
+  // A scratch cache in place of the runner's (at load: the profiling block), put back afterwards:
+  // nothing the check writes is seen by a step that serves.
+  DeviceBuffer runner_kv = std::move(kv_);
+  const int32_t runner_blocks = num_blocks_;
+  const int64_t runner_layer_elems = kv_layer_elems_;
+  const Status st = run_fused_decode_checks(context, blocks);
+  const cudaError_t synced = cudaStreamSynchronize(stream_);
+  kv_ = std::move(runner_kv);
+  num_blocks_ = runner_blocks;
+  limits_.num_blocks = runner_blocks;
+  kv_layer_elems_ = runner_layer_elems;
+  LATHE_RETURN_IF_ERROR(st);
+  if (synced != cudaSuccess)
+    return cuda_error(synced, "cudaStreamSynchronize (fused decode check)");
+
+  for (FusedDecodeChoice& ch : fused_report_) {
+    if (!ch.use) {
+      fused_[static_cast<size_t>(ch.m)] = ch;
+      continue;
+    }
+    const FusedDecodeCheck& k = ch.check;
+    const std::string lm = ch.lm_head ? strformat("%.2g", k.lm_head_err) : std::string("not fused");
+    const std::string figures = strformat(
+        "worst layer output %.2g (layer %d), K/V %.2g (layer %d), LM head %s; whole step %.2g",
+        k.layer_err, k.layer, k.kv_err, k.kv_layer, lm.c_str(), k.step_err);
+    const std::string what = strformat(
+        "the fused batch-%lld decode path (%s) against the unfused one, layer by layer from "
+        "identical inputs (%d context positions; relative errors, tolerance %.0e: %s, the last "
+        "for information only: bf16 rounding compounds over %lld layers)",
+        static_cast<long long>(ch.m), ch.parts.name().c_str(), k.context, kFusedLayerTolerance,
+        figures.c_str(), static_cast<long long>(config_.num_layers));
+    if (k.passed()) {
+      ch.note = (ch.steps.empty() ? std::string() : "step " + ch.steps + "; ") +
+                "checked per layer: " + figures;
+      log_info("CUDA: checked " + what + ": agree");
+    } else {
+      if (fused_forced_)
+        return internal_error("disagreement of " + what + ", and LATHE_CUDA_FUSED=1 forces it");
+      log_warning("CUDA: disagreement of " + what + "; using the unfused path");
+      ch.use = false;
+      ch.note = "failed the per-layer check against the unfused path: " + figures;
+    }
+    fused_[static_cast<size_t>(ch.m)] = ch;
+  }
+  return Status();
+}
+
+Status CudaModelRunner::run_fused_decode_checks(int32_t context, int32_t blocks) {
+  const ModelConfig& c = config_;
+  const int64_t bytes = kv_block_bytes(block_size_) * blocks;
+  LATHE_RETURN_IF_ERROR(kv_.allocate(bytes, "fused decode check KV blocks"));
+  LATHE_CUDA_TRY(cudaMemsetAsync(kv_.get(), 0, static_cast<size_t>(bytes), stream_));
+  num_blocks_ = blocks;
+  limits_.num_blocks = blocks;
+  kv_layer_elems_ = int64_t{blocks} * block_size_ * c.num_kv_heads * c.head_dim;
+  if (context > 0) {
+    // The context: one sequence of `context` tokens prefilled (unfused) writes K/V of every layer.
+    ModelInput in;
+    in.query_start = {0, context};
+    for (int32_t p = 0; p < context; ++p) {
+      in.token_ids.push_back(static_cast<TokenId>((int64_t{p} * 7919 + 13) % c.vocab_size));
+      in.positions.push_back(p);
+      in.slot_mapping.push_back(p);
+    }
+    in.seq_lens.push_back(context);
+    in.max_blocks_per_seq = blocks;
+    for (int32_t b = 0; b < blocks; ++b) in.block_tables.push_back(b);
+    in.max_seq_len = context;
+    in.max_query_len = context;
+    LATHE_RETURN_IF_ERROR(run_forward(in));
+  }
+  DeviceBuffer context_kv, rows;
+  LATHE_RETURN_IF_ERROR(context_kv.allocate(bytes, "fused decode check KV copy"));
+  LATHE_CUDA_TRY(cudaMemcpyAsync(context_kv.get(), kv_.get(), static_cast<size_t>(bytes),
+                                 cudaMemcpyDeviceToDevice, stream_));
+  LATHE_RETURN_IF_ERROR(
+      rows.allocate(int64_t{kDecodeGemvMaxM} * c.hidden_size * 4, "fused decode check rows"));
+  for (FusedDecodeChoice& ch : fused_report_) {
+    if (!ch.use) continue;
+    if (!fused_forced_ && !hooks_.assume_fused_faster) {
+      LATHE_RETURN_IF_ERROR(choose_fused_parts(&ch, context, blocks));
+      if (!ch.use) continue;
+    }
+    LATHE_ASSIGN_OR_RETURN(ch.check, check_fused_decode_at(ch, context, blocks, context_kv, rows));
+  }
+  return Status();
+}
+
+Result<StepArrays> CudaModelRunner::pack_check_step(int32_t m, int32_t context, int32_t blocks) {
+  const ModelConfig& c = config_;
+  // m one-token sequences at positions context + s over the context's blocks; sequence s also
+  // sees the tokens of the sequences before it (written in the same step, before attention).
+  ModelInput in;
+  for (int32_t s = 0; s < m; ++s) {
+    const int32_t pos = context + s;
+    in.token_ids.push_back(static_cast<TokenId>((int64_t{s} * 7919 + 11) % c.vocab_size));
+    in.positions.push_back(pos);
+    in.slot_mapping.push_back(pos);
+    in.query_start.push_back(s);
+    in.seq_lens.push_back(pos + 1);
+    for (int32_t b = 0; b < blocks; ++b) in.block_tables.push_back(b);
+  }
+  in.query_start.push_back(m);
+  in.max_blocks_per_seq = blocks;
+  in.max_seq_len = context + m;
+  in.max_query_len = 1;
+  LATHE_RETURN_IF_ERROR(check_step(in, limits_));
+  LATHE_RETURN_IF_ERROR(pack_step(in, limits_, 0, true, step_host_.as<uint8_t>(),
+                                  step_host_.bytes(), step_dev_.bytes(), &packed_));
+  LATHE_CUDA_TRY(cudaMemcpyAsync(step_dev_.get(), step_host_.get(),
+                                 static_cast<size_t>(packed_.bytes), cudaMemcpyHostToDevice,
+                                 stream_));
+  return StepArrays::at(step_dev_.get(), packed_.layout);
+}
+
+Result<FusedDecodeCheck> CudaModelRunner::check_fused_decode_at(const FusedDecodeChoice& ch,
+                                                                int32_t context, int32_t blocks,
+                                                                const DeviceBuffer& context_kv,
+                                                                const DeviceBuffer& rows) {
+  const ModelConfig& c = config_;
+  const DType dt = options_.dtype;
+  const int32_t m = static_cast<int32_t>(ch.m);
+  const int64_t h = c.hidden_size, kv_row = c.num_kv_heads * c.head_dim, e = 2;
+  const size_t n_res = static_cast<size_t>(m * h), n_kv = static_cast<size_t>(m * kv_row);
+  const size_t n_logits = static_cast<size_t>(m * c.vocab_size);
+  LATHE_ASSIGN_OR_RETURN(const StepArrays d, pack_check_step(m, context, blocks));
+  const int32_t splits = paged_attention_splits_for(m, c.num_kv_heads, props_.sm_count);
+  auto restore_kv = [&]() -> Status {
+    LATHE_CUDA_TRY(cudaMemcpyAsync(kv_.get(), context_kv.get(),
+                                   static_cast<size_t>(context_kv.bytes()),
+                                   cudaMemcpyDeviceToDevice, stream_));
+    return Status();
+  };
+  auto set_residual = [&]() -> Status {  // the rows every run of this layer starts from
+    LATHE_CUDA_TRY(
+        cudaMemcpyAsync(residual_.get(), rows.get(), n_res * 4, cudaMemcpyDeviceToDevice, stream_));
+    return Status();
+  };
+  auto download = [&](void* dst, const void* src, size_t bytes) -> Status {
+    LATHE_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+    return Status();
+  };
+
+  FusedDecodeCheck r;
+  r.done = true;
+  r.context = context;
+  std::vector<float> input(n_res), out_f(n_res), out_u(n_res);
+  std::vector<uint16_t> k_f(n_kv), v_f(n_kv), k_u(n_kv), v_u(n_kv);
+  LATHE_RETURN_IF_ERROR(embed(d, m));
+  LATHE_CUDA_TRY(
+      cudaMemcpyAsync(rows.get(), residual_.get(), n_res * 4, cudaMemcpyDeviceToDevice, stream_));
+  LATHE_RETURN_IF_ERROR(download(input.data(), rows.get(), n_res * 4));
+  for (int64_t li = 0; li < c.num_layers; ++li) {
+    const DeviceLayer& L = weights_.layers[static_cast<size_t>(li)];
+    const uint8_t* k_rows = kv_.as<uint8_t>() + (2 * li * kv_layer_elems_ + context * kv_row) * e;
+    const uint8_t* v_rows = k_rows + kv_layer_elems_ * e;
+    for (const bool fused : {true, false}) {
+      LATHE_RETURN_IF_ERROR(restore_kv());
+      LATHE_RETURN_IF_ERROR(set_residual());
+      LATHE_RETURN_IF_ERROR(
+          layer(d, li, m, m, AttnPath::kDecode, splits, fused ? &ch : nullptr, false));
+      if (!fused || !ch.parts.down) {
+        // An unfused down projection is left pending: add it as the next norm does.
+        AddRmsNormArgs add;
+        add.residual = residual_.as<float>();
+        add.x = proj_out_.get();
+        add.weight = L.ffn_norm;
+        add.out = xnorm_.get();
+        add.rows = m;
+        add.dim = h;
+        add.eps = static_cast<float>(c.rms_norm_eps);
+        add.dtype = dt;
+        LATHE_RETURN_IF_ERROR(add_rms_norm(add, stream_));
+      }
+      LATHE_RETURN_IF_ERROR(download((fused ? out_f : out_u).data(), residual_.get(), n_res * 4));
+      LATHE_RETURN_IF_ERROR(download((fused ? k_f : k_u).data(), k_rows, n_kv * 2));
+      LATHE_RETURN_IF_ERROR(download((fused ? v_f : v_u).data(), v_rows, n_kv * 2));
+    }
+    LATHE_CUDA_TRY(cudaStreamSynchronize(stream_));
+    const double layer_err = fused_update_error(out_f.data(), out_u.data(), input.data(), n_res);
+    const std::vector<float> kf = widen(dt, k_f), ku = widen(dt, k_u);
+    const std::vector<float> vf = widen(dt, v_f), vu = widen(dt, v_u);
+    const double kv_err = std::max(fused_relative_error(kf.data(), ku.data(), n_kv),
+                                   fused_relative_error(vf.data(), vu.data(), n_kv));
+    if (r.layer < 0 || layer_err > r.layer_err)
+      r.layer_err = layer_err, r.layer = static_cast<int32_t>(li);
+    if (r.kv_layer < 0 || kv_err > r.kv_err)
+      r.kv_err = kv_err, r.kv_layer = static_cast<int32_t>(li);
+    // The next layer starts from the unfused output (residual_ holds it).
+    LATHE_CUDA_TRY(
+        cudaMemcpyAsync(rows.get(), residual_.get(), n_res * 4, cudaMemcpyDeviceToDevice, stream_));
+    input.swap(out_u);
+  }
+
+  std::vector<float> logits_f(n_logits), logits_u(n_logits);
+  if (ch.lm_head && ch.parts.down) {
+    // The final norm and the LM head from the last layer's (unfused) output.
+    for (const bool fused : {true, false}) {
+      LATHE_RETURN_IF_ERROR(set_residual());
+      LATHE_RETURN_IF_ERROR(final_logits(d, m, fused ? &ch : nullptr, false));
+      LATHE_RETURN_IF_ERROR(
+          download((fused ? logits_f : logits_u).data(), logits_.get(), n_logits * 4));
+    }
+    LATHE_CUDA_TRY(cudaStreamSynchronize(stream_));
+    r.lm_head_err = fused_relative_error(logits_f.data(), logits_u.data(), n_logits);
+  }
+  // A whole decode step both ways, for information.
+  for (const bool fused : {true, false}) {
+    LATHE_RETURN_IF_ERROR(restore_kv());
+    LATHE_RETURN_IF_ERROR(
+        forward_with(d, m, m, m, AttnPath::kDecode, splits, fused ? &ch : nullptr));
+    LATHE_RETURN_IF_ERROR(
+        download((fused ? logits_f : logits_u).data(), logits_.get(), n_logits * 4));
+  }
+  LATHE_CUDA_TRY(cudaStreamSynchronize(stream_));
+  r.step_err = fused_relative_error(logits_f.data(), logits_u.data(), n_logits);
+  return r;
+}
+
+}  // namespace lathe::cuda
