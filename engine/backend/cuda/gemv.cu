@@ -1,3 +1,6 @@
+#include <cstdlib>
+#include <string>
+
 #include "engine/backend/cuda/cuda_common.h"
 #include "engine/backend/cuda/gemv.h"
 #include "engine/backend/cuda/kernel_utils.cuh"
@@ -35,9 +38,8 @@ __host__ __device__ constexpr int unroll_for() {
 template <typename T, typename OutT, int M>
 __global__ void __launch_bounds__(kThreads)
     gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, OutT* __restrict__ y, int64_t n,
-                int64_t k) {
+                int64_t k, bool early) {
   constexpr int U = unroll_for<M>();
-  pdl_begin();
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kRows;
   const int64_t kv = k / 8;
   float acc[M][kRows];
@@ -53,16 +55,32 @@ __global__ void __launch_bounds__(kThreads)
     valid[r] = n0 + r < n;
     wrow[r] = w + (valid[r] ? n0 + r : n0) * k;
   }
-
-  for (int64_t base = threadIdx.x; base < kv; base += kThreads * U) {
-    uint4 wv[U][kRows];
-    uint4 xv[U][M];
+  // The weights of one iteration (U vectors of kRows rows per thread), loaded one iteration ahead.
+  uint4 wv[U][kRows];
+  auto load_w = [&](int64_t base) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t v = base + static_cast<int64_t>(u) * kThreads;
       if (v < kv) {
 #pragma unroll
         for (int r = 0; r < kRows; ++r) wv[u][r] = load_stream(wrow[r] + v * 8);
+      }
+    }
+  };
+  // Weights do not depend on the previous kernel: the first iteration's are requested before
+  // griddepcontrol.wait, so under programmatic dependent launch they overlap its tail (a norm or
+  // SwiGLU kernel of a few blocks leaves most SMs to this one). x is read after the wait.
+  if (early) load_w(threadIdx.x);
+  pdl_wait();
+  pdl_trigger();
+  if (!early) load_w(threadIdx.x);
+
+  for (int64_t base = threadIdx.x; base < kv; base += kThreads * U) {
+    uint4 xv[U][M];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t v = base + static_cast<int64_t>(u) * kThreads;
+      if (v < kv) {
 #pragma unroll
         for (int m = 0; m < M; ++m)
           xv[u][m] = __ldg(reinterpret_cast<const uint4*>(x + m * k + v * 8));
@@ -78,6 +96,7 @@ __global__ void __launch_bounds__(kThreads)
           for (int r = 0; r < kRows; ++r) acc[m][r] = dot8<T>(xv[u][m], wv[u][r], acc[m][r]);
       }
     }
+    load_w(base + static_cast<int64_t>(kThreads) * U);
   }
 
   __shared__ float partial[kThreads / 32][M * kRows];
@@ -99,13 +118,22 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// LATHE_CUDA_GEMV_EARLY=0 requests the first weights after griddepcontrol.wait (A/B runs).
+bool early_weight_loads() {
+  static const bool early = [] {
+    const char* env = std::getenv("LATHE_CUDA_GEMV_EARLY");
+    return env == nullptr || std::string(env) != "0";
+  }();
+  return early;
+}
+
 template <typename T, typename OutT, int M>
 cudaError_t launch(const void* x, const void* w, void* y, int64_t n, int64_t k,
                    cudaStream_t stream) {
   const dim3 blocks(static_cast<unsigned>(ceil_div(n, kRows)));
   return launch_kernel(gemv_kernel<T, OutT, M>, blocks, dim3(kThreads), 0, stream,
                        static_cast<const T*>(x), static_cast<const T*>(w), static_cast<OutT*>(y), n,
-                       k);
+                       k, early_weight_loads());
 }
 
 template <typename T, typename OutT>
