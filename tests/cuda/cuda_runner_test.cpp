@@ -446,8 +446,7 @@ class CudaRunnerTest : public QObject {
     QCOMPARE(static_cast<int>(cr->fused_decode_choices().size()), cuda::kDecodeGemvMaxM);
     std::string used;
     for (const cuda::FusedDecodeChoice& ch : cr->fused_decode_choices()) {
-      qInfo("M=%lld: %s -> %s (%s)", static_cast<long long>(ch.m), ch.steps.c_str(),
-            ch.use ? ch.parts.name().c_str() : "unfused", ch.note.c_str());
+      qInfo("M=%lld: %s", static_cast<long long>(ch.m), ch.note.c_str());
       QVERIFY(ch.step_unfused_us > 0);
       size_t timed = 0;
       for (size_t at = ch.steps.find(" us"); at != std::string::npos;
