@@ -15,7 +15,8 @@
 #   4. lathe_cuda_bench on Llama-3.1-8B shape, BF16, dummy weights: batch-1 latency (512 in, 128 out),
 #      one 2048-token prefill, decode tok/s at batch 1/8/32/64/128/256, the decode-step profile, and
 #      offline throughput (1000 x 1024 in / 128 out)
-#   4b. A/B in the same run: the old decode paths (batch-1 latency, decode B1/B64), PDL off, gemv weights after the wait, own
+#   4b. A/B in the same run: the old decode paths (batch-1 latency, decode B1/B64), PDL off, gemv weights after the wait,
+#      decode attention splits of >= 64 and >= 32 positions, own
 #      prefill attention
 #   5. the engine's own `lathe bench latency` and `lathe bench throughput` (issue 4's commands)
 #   6. compute-sanitizer memcheck on a subset of the op and attention tests (when time remains)
@@ -198,6 +199,14 @@ if [[ " $SKIP " != *" bench "* ]] && [ "$(left)" -gt 200 ]; then
     > "$OUT/bench-gemv-late.txt" 2>&1
   log "exit $?"
   SUMMARY+=("A/B gemv weights after the wait: $(grep '^batch-1 decode' "$OUT/bench-gemv-late.txt") | $(grep '^decode tok/s' "$OUT/bench-gemv-late.txt")")
+  for st in 64 32; do
+    log "== A/B: LATHE_CUDA_DECODE_SPLIT_TOKENS=$st (decode attention splits of >= $st positions; latency, decode B1/B8/B64)"
+    LATHE_CUDA_DECODE_SPLIT_TOKENS=$st timeout 90 "$BIN/lathe_cuda_bench" --model benchmarks/configs/llama-3.1-8b \
+      --copy-gbps "${COPY:-0}" --gemm-tflops "${GEMM:-0}" --decode 1,8,64 --skip prefill,profile,throughput \
+      > "$OUT/bench-split$st.txt" 2>&1
+    log "exit $?"
+    SUMMARY+=("A/B decode attention splits >= $st positions: $(grep '^batch-1 decode' "$OUT/bench-split$st.txt") | $(grep '^decode tok/s' "$OUT/bench-split$st.txt")")
+  done
   log "== A/B: LATHE_CUDA_ATTENTION=own (prefill only)"
   LATHE_CUDA_ATTENTION=own timeout 90 "$BIN/lathe_cuda_bench" --model benchmarks/configs/llama-3.1-8b \
     --copy-gbps "${COPY:-0}" --gemm-tflops "${GEMM:-0}" --skip latency,decode,profile,throughput > "$OUT/bench-own-attn.txt" 2>&1

@@ -152,7 +152,9 @@ struct Problem {
 
   // Decode steps only (one query per sequence). `counters_zero` reports whether the split-merge
   // counters were left at zero.
-  std::vector<float> run_decode(int32_t splits, bool* counters_zero) const {
+  std::vector<float> run_decode(int32_t splits, bool* counters_zero,
+                                int32_t min_split_tokens = cuda::kDecodeAttentionMinSplitTokens,
+                                Status* status = nullptr) const {
     const int32_t num_seqs = static_cast<int32_t>(seqs.size());
     Dev out = Dev::poisoned(int64_t{num_seqs} * hq * d * 2);
     const int64_t ws_bytes = cuda::decode_attention_workspace_bytes(num_seqs, hq, d, splits);
@@ -175,11 +177,13 @@ struct Problem {
     a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
     a.sliding_window = window;
     a.max_splits = splits;
+    a.min_split_tokens = min_split_tokens;
     a.workspace = ws.as<float>();
     a.counters = counters.as<int32_t>();
     a.dtype = dtype;
     const Status s = cuda::decode_attention(a, nullptr);
-    if (!s.is_ok()) qWarning("%s", s.message().c_str());
+    if (status != nullptr) *status = s;
+    if (!s.is_ok() && status == nullptr) qWarning("%s", s.message().c_str());
     if (!s.is_ok() || cudaDeviceSynchronize() != cudaSuccess) return {};
     const std::vector<int32_t> left =
         counters.download<int32_t>(static_cast<size_t>(num_seqs) * hkv);
@@ -347,18 +351,43 @@ class CudaAttentionTest : public QObject {
     cudaDeviceGetAttribute(&sm, cudaDevAttrMultiProcessorCount, 0);
     const int32_t num_seqs = static_cast<int32_t>(p.seqs.size());
     QString errors;
-    for (int32_t splits : {cuda::decode_attention_splits_for(num_seqs, hkv, sm), 1, 3, 7,
-                           cuda::kDecodeAttentionMaxSplits}) {
-      bool zero = false;
-      const std::vector<float> out = p.run_decode(splits, &zero);
-      const double err = rel_error(out, p.ref);
-      errors += QString(" %1 splits: %2").arg(splits).arg(err, 0, 'g', 3);
-      QVERIFY2(
-          err <= tol,
-          qPrintable(QString("decode kernel (%1 splits): relative error %2").arg(splits).arg(err)));
-      QVERIFY2(zero, "the split-merge counters were not left at zero");
-    }
+    // Split counts, and split lengths from the default down to one tile (shorter splits make
+    // more blocks; warps without a tile join the merge empty).
+    for (int32_t min_split : {cuda::kDecodeAttentionMinSplitTokens, 64, 32, 16})
+      for (int32_t splits : {cuda::decode_attention_splits_for(num_seqs, hkv, sm), 1, 3, 7,
+                             cuda::kDecodeAttentionMaxSplits}) {
+        if (min_split != cuda::kDecodeAttentionMinSplitTokens && splits < 7) continue;
+        bool zero = false;
+        const std::vector<float> out = p.run_decode(splits, &zero, min_split);
+        const double err = rel_error(out, p.ref);
+        errors += QString(" %1x%2: %3").arg(splits).arg(min_split).arg(err, 0, 'g', 3);
+        QVERIFY2(err <= tol, qPrintable(QString("decode kernel (%1 splits of >= %2): relative "
+                                                "error %3")
+                                            .arg(splits)
+                                            .arg(min_split)
+                                            .arg(err)));
+        QVERIFY2(zero, "the split-merge counters were not left at zero");
+      }
     qInfo("relative errors:%s", qPrintable(errors));
+  }
+
+  // A split length that is not a positive multiple of 16 is refused with a message.
+  void decode_attention_refuses_bad_split_length() {
+    LATHE_REQUIRE_GPU();
+    Problem p;
+    p.hq = 8;
+    p.hkv = 2;
+    p.d = 128;
+    p.seqs = {{40, 1}};
+    p.build(7);
+    for (int32_t bad : {0, -16, 8, 24}) {
+      bool zero = false;
+      Status s;
+      const std::vector<float> out = p.run_decode(4, &zero, bad, &s);
+      QVERIFY(out.empty());
+      QCOMPARE(s.code(), ErrorCode::kInvalidArgument);
+      QVERIFY2(s.message().find("min_split_tokens") != std::string::npos, s.message().c_str());
+    }
   }
 
   void sliding_window_matches_cpu() {

@@ -122,6 +122,16 @@ Status CudaModelRunner::init(const LoadedModel& model, const CudaRunnerOptions& 
   decode_attention_ =
       !(dattn != nullptr && std::string_view(dattn) == "split") &&
       decode_attention_supports(config_.head_dim, config_.num_heads, config_.num_kv_heads);
+  // LATHE_CUDA_DECODE_SPLIT_TOKENS: the decode attention's shortest split (A/B runs).
+  if (const char* st = std::getenv("LATHE_CUDA_DECODE_SPLIT_TOKENS")) {
+    const int v = std::atoi(st);
+    if (v >= 16 && v % 16 == 0) {
+      decode_split_tokens_ = v;
+    } else {
+      log_warning(
+          strformat("CUDA: LATHE_CUDA_DECODE_SPLIT_TOKENS=%s ignored (a multiple of 16)", st));
+    }
+  }
   const char* fused = std::getenv("LATHE_CUDA_FUSED");
   fused_allowed_ = !(fused != nullptr && std::string_view(fused) == "0");
   fused_forced_ = fused != nullptr && std::string_view(fused) == "1";

@@ -45,6 +45,7 @@
 #include "engine/backend/cuda/cuda_common.h"
 #include "engine/backend/cuda/cuda_runner_factory.h"
 #include "engine/backend/cuda/cuda_weights.h"
+#include "engine/backend/cuda/decode_attention.h"
 #include "engine/backend/cuda/decode_gemv.h"
 #include "engine/backend/cuda/fused_decode_check.h"
 #include "engine/backend/cuda/gemm.h"
@@ -197,8 +198,9 @@ class CudaModelRunner final : public ModelRunner {
   std::unique_ptr<LinearDispatcher> linear_;
   std::unique_ptr<PrefillAttention> prefill_;
   bool force_own_attention_ = false;
-  bool decode_attention_ = false;   // decode steps through decode_attention.h
-  bool fused_allowed_ = true;       // LATHE_CUDA_FUSED != 0
+  bool decode_attention_ = false;  // decode steps through decode_attention.h
+  int32_t decode_split_tokens_ = kDecodeAttentionMinSplitTokens;  // its shortest split
+  bool fused_allowed_ = true;                                     // LATHE_CUDA_FUSED != 0
   bool fused_forced_ = false;       // LATHE_CUDA_FUSED == 1: wherever it fits, untimed
   bool fused_rope_allowed_ = true;  // LATHE_CUDA_FUSED_ROPE != 0
   FusedDecodeTestHooks hooks_;      // tests only (fused_decode_check.h)

@@ -55,6 +55,7 @@ Status CudaModelRunner::attention(const StepArrays& d, int64_t li, int32_t t, in
     da.scale = scale;
     da.sliding_window = static_cast<int32_t>(c.sliding_window);
     da.max_splits = decode_attention_splits_for(s, hkv, props_.sm_count);
+    da.min_split_tokens = decode_split_tokens_;
     da.workspace = attn_ws_.as<float>();
     da.counters = attn_counters_.as<int32_t>();
     da.dtype = options_.dtype;

@@ -112,8 +112,7 @@ __device__ __forceinline__ Range block_range(const DecodeAttentionArgs& a, int32
   r.kv_len = a.seq_lens[seq];
   const int32_t lo = a.sliding_window > 0 ? max(0, r.kv_len - a.sliding_window) : 0;
   const int32_t n = max(0, r.kv_len - lo);
-  const int32_t want = min(a.max_splits, max(1, (n + kDecodeAttentionMinSplitTokens - 1) /
-                                                    kDecodeAttentionMinSplitTokens));
+  const int32_t want = min(a.max_splits, max(1, (n + a.min_split_tokens - 1) / a.min_split_tokens));
   const int32_t per = (n + want - 1) / want;
   const int32_t chunk = max(kTile, (per + kTile - 1) / kTile * kTile);
   r.splits = max(1, (n + chunk - 1) / chunk);
@@ -467,6 +466,8 @@ Status decode_attention(const DecodeAttentionArgs& a, cudaStream_t stream) {
         std::to_string(a.num_kv_heads) + " heads");
   if (a.max_splits < 1 || a.max_splits > kDecodeAttentionMaxSplits)
     return invalid_argument("decode_attention: max_splits must be in [1, 32]");
+  if (a.min_split_tokens < kTile || a.min_split_tokens % kTile != 0)
+    return invalid_argument("decode_attention: min_split_tokens must be a positive multiple of 16");
   if (a.max_splits > 1 && (a.workspace == nullptr || a.counters == nullptr))
     return invalid_argument("decode_attention: split-KV needs a workspace and counters");
   if (a.q_stride % 8 != 0 || a.block_size <= 0)

@@ -14,8 +14,8 @@
 // rounding of the output. Same tolerance as the split-KV kernel.
 //
 // Launch: grid (num_seqs, num_kv_heads, max_splits), 128 threads (4 warps). A sequence's range is
-// cut into splits of at least kDecodeAttentionMinSplitTokens positions (at most max_splits, a
-// multiple of 16 each); inside a block the warps take 16-position tiles round-robin, each warp
+// cut into splits of at least min_split_tokens positions (at most max_splits, a multiple of 16
+// each); inside a block the warps take 16-position tiles round-robin, each warp
 // with its own two-stage cp.async pipeline in shared memory (no block barrier in the loop),
 // keeping per-warp softmax state, and the four warps merge through shared memory. With more than
 // one split, each block writes its partial (max, sum, unnormalized output) to `workspace`, and the
@@ -35,7 +35,8 @@
 
 namespace lathe::cuda {
 
-constexpr int kDecodeAttentionMinSplitTokens = 128;  // 4 warps x 2 stages x 16 positions
+// The default split length: 4 warps x 2 stages x 16 positions.
+constexpr int kDecodeAttentionMinSplitTokens = 128;
 constexpr int kDecodeAttentionMaxSplits = 32;
 
 struct DecodeAttentionArgs {
@@ -54,7 +55,9 @@ struct DecodeAttentionArgs {
   int32_t block_size = 16;
   float scale = 1.0f;
   int32_t sliding_window = 0;
-  int32_t max_splits = 1;       // 1..kDecodeAttentionMaxSplits
+  int32_t max_splits = 1;  // 1..kDecodeAttentionMaxSplits
+  // Positions a split holds at least (a positive multiple of 16): fewer make more, shorter blocks.
+  int32_t min_split_tokens = kDecodeAttentionMinSplitTokens;
   float* workspace = nullptr;   // decode_attention_workspace_bytes(); needed when max_splits > 1
   int32_t* counters = nullptr;  // [num_seqs * num_kv_heads], zero before and after each launch
   DType dtype = DType::kBF16;
