@@ -9,6 +9,7 @@
 
 #include "engine/backend/cuda/add_rms_norm.h"
 #include "engine/backend/cuda/cuda_model_runner.h"
+#include "engine/backend/cuda/launch_timer.h"
 #include "engine/backend/cuda/paged_attention.h"
 #include "engine/backend/cuda/qkv_rope_kv.h"
 #include "engine/backend/cuda/random_fill.h"
@@ -16,36 +17,6 @@
 #include "engine/core/strings.h"
 
 namespace lathe::cuda {
-
-namespace {
-
-// Mean time of `reps` back-to-back launches after `warmup`, microseconds.
-template <typename Fn>
-Result<double> time_launches_us(Fn&& fn, cudaStream_t stream, int warmup, int reps) {
-  cudaEvent_t start = nullptr, stop = nullptr;
-  LATHE_CUDA_TRY(cudaEventCreate(&start));
-  const cudaError_t err = cudaEventCreate(&stop);
-  if (err != cudaSuccess) {
-    cudaEventDestroy(start);
-    return cuda_error(err, "cudaEventCreate");
-  }
-  auto run = [&]() -> Result<double> {
-    for (int i = 0; i < warmup; ++i) LATHE_RETURN_IF_ERROR(fn());
-    LATHE_CUDA_TRY(cudaEventRecord(start, stream));
-    for (int i = 0; i < reps; ++i) LATHE_RETURN_IF_ERROR(fn());
-    LATHE_CUDA_TRY(cudaEventRecord(stop, stream));
-    LATHE_CUDA_TRY(cudaEventSynchronize(stop));
-    float ms = 0.f;
-    LATHE_CUDA_TRY(cudaEventElapsedTime(&ms, start, stop));
-    return static_cast<double>(ms) * 1000.0 / reps;
-  };
-  Result<double> r = run();
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return r;
-}
-
-}  // namespace
 
 Status CudaModelRunner::tune_fused_decode(void* x_scratch, void* y_scratch) {
   fused_.fill(FusedDecodeChoice{});

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engine/backend/cuda/launch_timer.h"
 #include "engine/backend/cuda/random_fill.h"
 
 namespace lathe::cuda {
@@ -20,36 +21,6 @@ Status LinearDispatcher::run(const LinearWeight& w, DType out_dtype, const void*
   return gemm_->matmul(dtype_, out_dtype, x, w.w, y, m, w.n, w.k, stream);
 }
 
-namespace {
-
-// Mean time of `reps` launches after `warmup`, in microseconds.
-template <typename Fn>
-Result<double> time_us(Fn&& fn, cudaStream_t stream, int warmup, int reps) {
-  cudaEvent_t start = nullptr, stop = nullptr;
-  LATHE_CUDA_TRY(cudaEventCreate(&start));
-  const cudaError_t err = cudaEventCreate(&stop);
-  if (err != cudaSuccess) {
-    cudaEventDestroy(start);
-    return cuda_error(err, "cudaEventCreate");
-  }
-  auto run = [&]() -> Result<double> {
-    for (int i = 0; i < warmup; ++i) LATHE_RETURN_IF_ERROR(fn());
-    LATHE_CUDA_TRY(cudaEventRecord(start, stream));
-    for (int i = 0; i < reps; ++i) LATHE_RETURN_IF_ERROR(fn());
-    LATHE_CUDA_TRY(cudaEventRecord(stop, stream));
-    LATHE_CUDA_TRY(cudaEventSynchronize(stop));
-    float ms = 0.f;
-    LATHE_CUDA_TRY(cudaEventElapsedTime(&ms, start, stop));
-    return static_cast<double>(ms) * 1000.0 / reps;
-  };
-  Result<double> r = run();
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return r;
-}
-
-}  // namespace
-
 Status LinearDispatcher::autotune(const std::vector<std::pair<LinearWeight, DType>>& shapes,
                                   void* x_scratch, void* y_scratch, cudaStream_t stream) {
   int64_t max_k = 0;
@@ -66,13 +37,13 @@ Status LinearDispatcher::autotune(const std::vector<std::pair<LinearWeight, DTyp
       if (w.k % 8 == 0) {
         LATHE_ASSIGN_OR_RETURN(
             t.gemv_us,
-            time_us(
+            time_launches_us(
                 [&] { return gemv(dtype_, out, x_scratch, w.w, y_scratch, m, w.n, w.k, stream); },
                 stream, 3, 10));
       } else {
         t.gemv_us = 1e30;
       }
-      LATHE_ASSIGN_OR_RETURN(t.cublas_us, time_us(
+      LATHE_ASSIGN_OR_RETURN(t.cublas_us, time_launches_us(
                                               [&] {
                                                 return gemm_->matmul(dtype_, out, x_scratch, w.w,
                                                                      y_scratch, m, w.n, w.k,
