@@ -223,37 +223,22 @@ Status CudaModelRunner::choose_fused_parts(FusedDecodeChoice* ch, int32_t contex
   const int32_t splits = paged_attention_splits_for(m, config_.num_kv_heads, props_.sm_count);
   FusedDecodeChoice trial = *ch;
   FusedParts best;
-  std::array<int, 5> best_bps = ch->blocks_per_sm;
   double best_us = 0;
   ch->steps.clear();
-  // Each set with the launch shapes timed alone (mostly 2 blocks per multiprocessor, the whole
-  // register file) and with 1 block per multiprocessor, which leaves room for the next kernel's
-  // blocks to become resident early under programmatic dependent launch ("@1").
-  std::array<int, 5> one;
-  one.fill(1);
   for (const FusedParts& parts : fused_part_sets()) {
-    for (const bool single : {false, true}) {
-      if (single && (!parts.any() || ch->blocks_per_sm == one)) continue;
-      trial.parts = parts;
-      trial.blocks_per_sm = single ? one : ch->blocks_per_sm;
-      LATHE_ASSIGN_OR_RETURN(const double us,
-                             time_decode_step(d, m, splits, parts.any() ? &trial : nullptr));
-      if (!parts.any()) ch->step_unfused_us = us;
-      // A candidate must beat the fastest so far by 0.5% (replays of one graph vary by
-      // ~0.1-0.3%): ties go to fewer fused parts, the unfused path first.
-      if (!parts.any() || us < best_us * 0.995)
-        best = parts, best_us = us, best_bps = trial.blocks_per_sm;
-      ch->steps += strformat("%s%s%s %.0f us", ch->steps.empty() ? "" : ", ", parts.name().c_str(),
-                             single ? "@1" : "", us);
-    }
+    trial.parts = parts;
+    LATHE_ASSIGN_OR_RETURN(const double us,
+                           time_decode_step(d, m, splits, parts.any() ? &trial : nullptr));
+    if (!parts.any()) ch->step_unfused_us = us;
+    // A set must beat the fastest so far by 0.5% (replays of one graph vary by ~0.1-0.3%): ties go
+    // to fewer fused parts, the unfused path first.
+    if (!parts.any() || us < best_us * 0.995) best = parts, best_us = us;
+    ch->steps += strformat("%s%s %.0f us", ch->steps.empty() ? "" : ", ", parts.name().c_str(), us);
   }
-  const bool best_single = best.any() && best_bps == one && ch->blocks_per_sm != one;
-  ch->blocks_per_sm = best_bps;
   ch->parts = best;
   ch->step_us = best_us;
   ch->use = best.any();
-  ch->steps = strformat("(graph, %d context) ", context) + ch->steps + " -> " + best.name() +
-              (best_single ? "@1" : "");
+  ch->steps = strformat("(graph, %d context) ", context) + ch->steps + " -> " + best.name();
   if (!ch->use) ch->note = "the unfused step is the fastest: " + ch->steps;
   return Status();
 }

@@ -6,9 +6,8 @@
 // not); then, because kernels timed alone are not kernels in a graph (run 4: a fused layer 114 us
 // alone vs 127 us unfused, yet the fused step 4.88 ms vs 4.29 ms: it lost the overlap that
 // programmatic dependent launch gives the unfused kernels), whole decode steps, as CUDA graphs
-// from the same 32-position context, for every valid set of fused projections (FusedParts), each
-// with the launch shapes timed alone and with 1 block per multiprocessor (room for the next
-// kernel's blocks under PDL); the fastest serves, none when the unfused step is fastest.
+// from the same 32-position context, for every valid set of fused projections (FusedParts); the
+// fastest set serves, none when the unfused step is fastest.
 //
 // Check (fused_decode_check.cpp), for every M the timing kept: the fused and the unfused sequence
 // run ONE LAYER at a time from identical inputs, on the loaded model's weights and shapes: a
