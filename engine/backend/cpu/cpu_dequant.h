@@ -12,6 +12,7 @@
 
 #include "engine/core/dtype.h"
 #include "engine/core/half.h"
+#include "engine/model/dequant.h"
 
 namespace lathe::cpu::detail {
 
@@ -213,24 +214,9 @@ inline bool dequant_row(DType type, const uint8_t* row, float* y, int64_t k) {
   return true;
 }
 
-// Whether the CPU ops can use a weight of this type.
+// Whether the CPU ops can use a weight of this type: every type the loader dequantizes.
 inline bool is_supported_weight_type(DType type) {
-  switch (type) {
-    case DType::kF32:
-    case DType::kF16:
-    case DType::kBF16:
-    case DType::kQ8_0:
-    case DType::kQ4_0:
-    case DType::kQ4_1:
-    case DType::kQ5_0:
-    case DType::kQ5_1:
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-    case DType::kQ6_K:
-      return true;
-    default:
-      return false;
-  }
+  return can_dequantize(type);
 }
 
 }  // namespace lathe::cpu::detail

@@ -11,6 +11,7 @@
 #include "engine/backend/cpu/cpu_dequant.h"
 #include "engine/backend/cpu/cpu_dummy_weights.h"
 #include "engine/core/strings.h"
+#include "engine/runtime/model_input_check.h"
 #include "engine/runtime/sampler.h"
 
 namespace lathe {
@@ -211,62 +212,7 @@ Status CpuModelRunner::allocate_kv_cache(int32_t num_blocks, int32_t block_size)
 
 Status CpuModelRunner::check_input(const ModelInput& in) const {
   if (kv_ == nullptr) return internal_error("allocate_kv_cache() must be called before execute()");
-  const int64_t t_count = in.num_tokens();
-  const int32_t s_count = in.num_seqs();
-  if (t_count == 0 || s_count == 0)
-    return invalid_argument("a step needs at least one token and one sequence");
-  if (in.positions.size() != static_cast<size_t>(t_count) ||
-      in.slot_mapping.size() != static_cast<size_t>(t_count))
-    return invalid_argument("token_ids, positions and slot_mapping must have the same length");
-  if (in.query_start.size() != static_cast<size_t>(s_count) + 1 || in.query_start[0] != 0 ||
-      in.query_start[s_count] != t_count)
-    return invalid_argument("query_start must have num_seqs + 1 entries from 0 to num_tokens");
-  if (in.max_blocks_per_seq <= 0 ||
-      in.block_tables.size() !=
-          static_cast<size_t>(s_count) * static_cast<size_t>(in.max_blocks_per_seq))
-    return invalid_argument("block_tables must hold num_seqs rows of max_blocks_per_seq entries");
-  if (in.sampling.size() != in.sample_seqs.size())
-    return invalid_argument("sample_seqs and sampling must have the same length");
-  for (size_t i = 0; i < in.sample_seqs.size(); ++i)
-    if (in.sample_seqs[i] < 0 || in.sample_seqs[i] >= s_count ||
-        (i > 0 && in.sample_seqs[i] <= in.sample_seqs[i - 1]))
-      return invalid_argument("sample_seqs must be ascending indices of scheduled sequences");
-  const int64_t num_slots = static_cast<int64_t>(num_blocks_) * block_size_;
-  for (int32_t s = 0; s < s_count; ++s) {
-    const int32_t q0 = in.query_start[s], q1 = in.query_start[s + 1];
-    const int32_t len = in.seq_lens[s];
-    if (q1 <= q0 || len < q1 - q0)
-      return invalid_argument(
-          strformat("sequence %d: %d query tokens but context length %d", s, q1 - q0, len));
-    if ((len + block_size_ - 1) / block_size_ > in.max_blocks_per_seq)
-      return invalid_argument(
-          strformat("sequence %d: context length %d needs more than max_blocks_per_seq (%d) blocks",
-                    s, len, in.max_blocks_per_seq));
-    const int32_t* table = in.block_tables.data() + static_cast<int64_t>(s) * in.max_blocks_per_seq;
-    for (int32_t b = 0; b < (len + block_size_ - 1) / block_size_; ++b)
-      if (table[b] < 0 || table[b] >= num_blocks_)
-        return invalid_argument(strformat("sequence %d: block id %d outside the cache's %d blocks",
-                                          s, table[b], num_blocks_));
-    for (int32_t t = q0; t < q1; ++t) {
-      const int32_t pos = len - (q1 - q0) + (t - q0);
-      if (in.positions[t] != pos)
-        return invalid_argument(
-            strformat("token %d of sequence %d: position %d, expected %d from seq_lens", t, s,
-                      in.positions[t], pos));
-      const int64_t slot = in.slot_mapping[t];
-      if (slot >= num_slots ||
-          (slot >= 0 &&
-           table[pos / block_size_] * int64_t{block_size_} + pos % block_size_ != slot))
-        return invalid_argument(
-            strformat("token %d of sequence %d: slot %lld does not match its block table", t, s,
-                      static_cast<long long>(slot)));
-      if (in.token_ids[t] < 0 || in.token_ids[t] >= config_.vocab_size)
-        return invalid_argument(strformat("token id %d is outside the vocabulary (%lld)",
-                                          in.token_ids[t],
-                                          static_cast<long long>(config_.vocab_size)));
-    }
-  }
-  return Status();
+  return check_model_input(in, ModelInputBounds{num_blocks_, block_size_, config_.vocab_size});
 }
 
 Status CpuModelRunner::forward(const ModelInput& in) {

@@ -75,46 +75,39 @@ Result<DeviceProps> device_props(int ordinal) {
   return p;
 }
 
-Status DeviceBuffer::allocate(int64_t bytes, const std::string& what) {
+template <BufferKind Kind>
+Status CudaBuffer<Kind>::allocate(int64_t bytes, const std::string& what) {
   reset();
   if (bytes <= 0) return Status();
   void* p = nullptr;
-  const cudaError_t err = cudaMalloc(&p, static_cast<size_t>(bytes));
+  const bool device = Kind == BufferKind::kDevice;
+  const cudaError_t err = device
+                              ? cudaMalloc(&p, static_cast<size_t>(bytes))
+                              : cudaHostAlloc(&p, static_cast<size_t>(bytes), cudaHostAllocDefault);
   if (err != cudaSuccess) {
     cudaGetLastError();  // clear the error so later launches do not report it
-    return cuda_error(err,
-                      "cudaMalloc(" + what + ", " + format_bytes(static_cast<double>(bytes)) + ")");
+    return cuda_error(err, std::string(device ? "cudaMalloc(" : "cudaHostAlloc(") + what + ", " +
+                               format_bytes(static_cast<double>(bytes)) + ")");
   }
   ptr_ = p;
   bytes_ = bytes;
   return Status();
 }
 
-void DeviceBuffer::reset() {
-  if (ptr_ != nullptr) cudaFree(ptr_);
-  ptr_ = nullptr;
-  bytes_ = 0;
-}
-
-Status PinnedBuffer::allocate(int64_t bytes, const std::string& what) {
-  reset();
-  if (bytes <= 0) return Status();
-  void* p = nullptr;
-  const cudaError_t err = cudaHostAlloc(&p, static_cast<size_t>(bytes), cudaHostAllocDefault);
-  if (err != cudaSuccess) {
-    cudaGetLastError();
-    return cuda_error(
-        err, "cudaHostAlloc(" + what + ", " + format_bytes(static_cast<double>(bytes)) + ")");
+template <BufferKind Kind>
+void CudaBuffer<Kind>::reset() {
+  if (ptr_ != nullptr) {
+    if constexpr (Kind == BufferKind::kDevice) {
+      cudaFree(ptr_);
+    } else {
+      cudaFreeHost(ptr_);
+    }
   }
-  ptr_ = p;
-  bytes_ = bytes;
-  return Status();
-}
-
-void PinnedBuffer::reset() {
-  if (ptr_ != nullptr) cudaFreeHost(ptr_);
   ptr_ = nullptr;
   bytes_ = 0;
 }
+
+template class CudaBuffer<BufferKind::kDevice>;
+template class CudaBuffer<BufferKind::kPinnedHost>;
 
 }  // namespace lathe::cuda

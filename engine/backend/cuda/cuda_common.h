@@ -54,15 +54,20 @@ struct DeviceProps {
 };
 Result<DeviceProps> device_props(int ordinal);
 
-// RAII device allocation. Move-only.
-class DeviceBuffer {
+// Where a CudaBuffer's bytes live: device memory (cudaMalloc) or page-locked host memory
+// (cudaHostAlloc, the source of asynchronous host-to-device copies).
+enum class BufferKind { kDevice, kPinnedHost };
+
+// RAII CUDA allocation. Move-only.
+template <BufferKind Kind>
+class CudaBuffer {
  public:
-  DeviceBuffer() = default;
-  ~DeviceBuffer() { reset(); }
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) {
+  CudaBuffer() = default;
+  ~CudaBuffer() { reset(); }
+  CudaBuffer(CudaBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) {
     o.ptr_ = nullptr, o.bytes_ = 0;
   }
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+  CudaBuffer& operator=(CudaBuffer&& o) noexcept {
     if (this != &o) {
       reset();
       ptr_ = o.ptr_, bytes_ = o.bytes_;
@@ -70,10 +75,10 @@ class DeviceBuffer {
     }
     return *this;
   }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  CudaBuffer(const CudaBuffer&) = delete;
+  CudaBuffer& operator=(const CudaBuffer&) = delete;
 
-  // `what` names the buffer in the out-of-memory message.
+  // `what` names the buffer in the out-of-memory message. bytes <= 0: empty.
   Status allocate(int64_t bytes, const std::string& what);
   void reset();
   void* get() const { return ptr_; }
@@ -88,38 +93,10 @@ class DeviceBuffer {
   int64_t bytes_ = 0;
 };
 
-// RAII page-locked host allocation (the source of asynchronous host-to-device copies).
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  ~PinnedBuffer() { reset(); }
-  PinnedBuffer(PinnedBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) {
-    o.ptr_ = nullptr, o.bytes_ = 0;
-  }
-  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
-    if (this != &o) {
-      reset();
-      ptr_ = o.ptr_, bytes_ = o.bytes_;
-      o.ptr_ = nullptr, o.bytes_ = 0;
-    }
-    return *this;
-  }
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-
-  Status allocate(int64_t bytes, const std::string& what);
-  void reset();
-  void* get() const { return ptr_; }
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(ptr_);
-  }
-  int64_t bytes() const { return bytes_; }
-
- private:
-  void* ptr_ = nullptr;
-  int64_t bytes_ = 0;
-};
+using DeviceBuffer = CudaBuffer<BufferKind::kDevice>;
+using PinnedBuffer = CudaBuffer<BufferKind::kPinnedHost>;
+extern template class CudaBuffer<BufferKind::kDevice>;
+extern template class CudaBuffer<BufferKind::kPinnedHost>;
 
 }  // namespace lathe::cuda
 

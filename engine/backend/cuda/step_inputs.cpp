@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "engine/core/strings.h"
+#include "engine/runtime/model_input_check.h"
 
 namespace lathe::cuda {
 namespace {
@@ -72,64 +73,14 @@ Status check_step(const ModelInput& in, const StepLimits& lim) {
     return invalid_argument(
         strformat("step of %d sequences exceeds max-num-seqs (%d) the CUDA runner was planned for",
                   s_count, lim.max_seqs));
-  if (in.positions.size() != static_cast<size_t>(t_count) ||
-      in.slot_mapping.size() != static_cast<size_t>(t_count))
-    return invalid_argument("token_ids, positions and slot_mapping must have the same length");
-  if (in.query_start.size() != static_cast<size_t>(s_count) + 1 || in.query_start[0] != 0 ||
-      in.query_start[s_count] != t_count)
-    return invalid_argument("query_start must have num_seqs + 1 entries from 0 to num_tokens");
-  if (in.max_blocks_per_seq <= 0 ||
-      in.block_tables.size() !=
-          static_cast<size_t>(s_count) * static_cast<size_t>(in.max_blocks_per_seq))
-    return invalid_argument("block_tables must hold num_seqs rows of max_blocks_per_seq entries");
-  if (in.sampling.size() != in.sample_seqs.size())
-    return invalid_argument("sample_seqs and sampling must have the same length");
-  for (size_t i = 0; i < in.sample_seqs.size(); ++i) {
-    if (in.sample_seqs[i] < 0 || in.sample_seqs[i] >= s_count ||
-        (i > 0 && in.sample_seqs[i] <= in.sample_seqs[i - 1]))
-      return invalid_argument("sample_seqs must be ascending indices of scheduled sequences");
-    if (in.sampling[i].num_logprobs > lim.max_logprobs)
+  for (const SamplingRow& row : in.sampling)
+    if (row.num_logprobs > lim.max_logprobs)
       return invalid_argument(
           strformat("the CUDA backend returns at most %d top logprobs, %d were asked",
-                    lim.max_logprobs, in.sampling[i].num_logprobs));
-  }
-  const int64_t num_slots = static_cast<int64_t>(lim.num_blocks) * lim.block_size;
+                    lim.max_logprobs, row.num_logprobs));
   int64_t total_pages = 0;
-  for (int32_t s = 0; s < s_count; ++s) {
-    const int32_t q0 = in.query_start[s], q1 = in.query_start[s + 1];
-    const int32_t len = in.seq_lens[s];
-    if (q1 <= q0 || len < q1 - q0)
-      return invalid_argument(
-          strformat("sequence %d: %d query tokens but context length %d", s, q1 - q0, len));
-    const int64_t pages = pages_of(len, lim.block_size);
-    if (pages > in.max_blocks_per_seq)
-      return invalid_argument(
-          strformat("sequence %d: context length %d needs more than max_blocks_per_seq (%d) blocks",
-                    s, len, in.max_blocks_per_seq));
-    total_pages += pages;
-    const int32_t* table = in.block_tables.data() + static_cast<int64_t>(s) * in.max_blocks_per_seq;
-    for (int64_t b = 0; b < pages; ++b)
-      if (table[b] < 0 || table[b] >= lim.num_blocks)
-        return invalid_argument(strformat("sequence %d: block id %d outside the cache's %d blocks",
-                                          s, table[b], lim.num_blocks));
-    for (int32_t t = q0; t < q1; ++t) {
-      const int32_t pos = len - (q1 - q0) + (t - q0);
-      if (in.positions[t] != pos)
-        return invalid_argument(
-            strformat("token %d of sequence %d: position %d, expected %d from seq_lens", t, s,
-                      in.positions[t], pos));
-      const int64_t slot = in.slot_mapping[t];
-      if (slot >= num_slots ||
-          (slot >= 0 &&
-           table[pos / lim.block_size] * int64_t{lim.block_size} + pos % lim.block_size != slot))
-        return invalid_argument(
-            strformat("token %d of sequence %d: slot %lld does not match its block table", t, s,
-                      static_cast<long long>(slot)));
-      if (in.token_ids[t] < 0 || in.token_ids[t] >= lim.vocab_size)
-        return invalid_argument(strformat("token id %d is outside the vocabulary (%lld)",
-                                          in.token_ids[t], static_cast<long long>(lim.vocab_size)));
-    }
-  }
+  LATHE_RETURN_IF_ERROR(check_model_input(
+      in, ModelInputBounds{lim.num_blocks, lim.block_size, lim.vocab_size}, &total_pages));
   if (total_pages > lim.max_pages)
     return invalid_argument(strformat(
         "step references %lld KV pages, more than the %lld the CUDA runner holds room for",
