@@ -474,6 +474,18 @@ class CpuOpsTest : public QObject {
       QVERIFY2(std::abs(l3[i] / expect - 1) < 1e-5, qPrintable(QString("band %1").arg(i)));
     }
     QVERIFY(kept > 0 && divided > 0 && smoothed > 0);  // all three bands are exercised
+
+    // GGUF Llama 3.x: the same scaling as per-frequency divisors (rope_freqs.weight), and the CPU
+    // agrees with the reference formula the CUDA backend uploads.
+    c.rope_scaling = {};
+    c.rope_freq_factors.assign(32, 1.0f);
+    for (int i = 16; i < 32; ++i) c.rope_freq_factors[i] = 8.0f;
+    const std::vector<float> factored = cpu::rope_inv_freq(c);
+    const std::vector<float> reference = rope_inverse_frequencies(c);
+    for (int i = 0; i < 32; ++i) {
+      QVERIFY(std::abs(factored[i] / (plain[i] / c.rope_freq_factors[i]) - 1) < 1e-6);
+      QVERIFY(std::abs(factored[i] / reference[i] - 1) < 1e-6);
+    }
   }
 
   void rope_rotates_the_right_pairs() {

@@ -232,6 +232,9 @@ Status CpuModelRunner::forward(const ModelInput& in) {
   grow(v_, t_count * kv_size);
   grow(gate_, t_count * ffn);
   grow(up_, t_count * ffn);
+  grow(rope_cos_, t_count * (c.head_dim / 2));
+  grow(rope_sin_, t_count * (c.head_dim / 2));
+  cpu::rope_table(in.positions.data(), t_count, inv_freq_, rope_cos_.data(), rope_sin_.data());
 
   // Rows whose hidden state reaches the logits: the last token of each sampled sequence.
   const int64_t n_out = static_cast<int64_t>(in.sample_seqs.size());
@@ -272,9 +275,9 @@ Status CpuModelRunner::forward(const ModelInput& in) {
       cpu::rms_norm(k_.data(), l.k_norm.data(), t_count * c.num_kv_heads, c.head_dim, eps,
                     k_.data());
     }
-    cpu::rope(q_.data(), in.positions.data(), t_count, c.num_heads, c.head_dim, inv_freq_,
+    cpu::rope(q_.data(), t_count, c.num_heads, c.head_dim, rope_cos_.data(), rope_sin_.data(),
               c.rope_style);
-    cpu::rope(k_.data(), in.positions.data(), t_count, c.num_kv_heads, c.head_dim, inv_freq_,
+    cpu::rope(k_.data(), t_count, c.num_kv_heads, c.head_dim, rope_cos_.data(), rope_sin_.data(),
               c.rope_style);
     cpu::KvLayerView cache;
     cache.k = kv_.get() + 2 * li * layer_floats;

@@ -69,6 +69,7 @@ class CpuModelRunner final : public ModelRunner {
 
   // Activations, grown as needed: T tokens of the step.
   std::vector<float> x_, h_, q_, k_, v_, attn_, gate_, up_, tmp_, logits_;
+  std::vector<float> rope_cos_, rope_sin_;  // [T, head_dim / 2]: the step's angles, every layer
 };
 
 }  // namespace lathe

@@ -103,7 +103,8 @@ void add_rms_norm(float* residual, const float* x, const float* weight, int64_t 
   }
 }
 
-// As transformers computes them in float32: inv_freq[i] = 1 / theta^(2i / d), then the scaling.
+// As transformers computes them in float32: inv_freq[i] = 1 / theta^(2i / d), then the scaling
+// (rope_scaling, or GGUF's per-frequency factors), as rope_inverse_frequencies() states it.
 std::vector<float> rope_inv_freq(const ModelConfig& config) {
   const int64_t dim = config.head_dim;
   std::vector<float> inv(static_cast<size_t>(dim / 2));
@@ -137,20 +138,38 @@ std::vector<float> rope_inv_freq(const ModelConfig& config) {
       }
     }
   }
+  // GGUF Llama 3.x carries its scaling as per-frequency divisors (rope_freqs.weight) instead.
+  if (!config.rope_freq_factors.empty())
+    for (size_t i = 0; i < inv.size(); ++i) inv[i] = inv[i] / config.rope_freq_factors[i];
   return inv;
 }
 
 void rope(float* x, const int32_t* positions, int64_t num_tokens, int64_t num_heads,
           int64_t head_dim, const std::vector<float>& inv_freq, RopeStyle style) {
-  const int64_t half = head_dim / 2;
-  std::vector<float> cos_v(static_cast<size_t>(half)), sin_v(static_cast<size_t>(half));
-  for (int64_t t = 0; t < num_tokens; ++t) {
+  const size_t n = static_cast<size_t>(num_tokens * (head_dim / 2));
+  std::vector<float> cos_t(n), sin_t(n);
+  rope_table(positions, num_tokens, inv_freq, cos_t.data(), sin_t.data());
+  rope(x, num_tokens, num_heads, head_dim, cos_t.data(), sin_t.data(), style);
+}
+
+void rope_table(const int32_t* positions, int64_t num_tokens, const std::vector<float>& inv_freq,
+                float* cos_out, float* sin_out) {
+  const int64_t half = static_cast<int64_t>(inv_freq.size());
+  for (int64_t t = 0; t < num_tokens; ++t)
     for (int64_t i = 0; i < half; ++i) {
       const float angle =
           static_cast<float>(positions[t]) * inv_freq[i];  // float32, as transformers
-      cos_v[i] = static_cast<float>(std::cos(static_cast<double>(angle)));
-      sin_v[i] = static_cast<float>(std::sin(static_cast<double>(angle)));
+      cos_out[t * half + i] = static_cast<float>(std::cos(static_cast<double>(angle)));
+      sin_out[t * half + i] = static_cast<float>(std::sin(static_cast<double>(angle)));
     }
+}
+
+void rope(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_dim, const float* cos_t,
+          const float* sin_t, RopeStyle style) {
+  const int64_t half = head_dim / 2;
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    const float* cos_v = cos_t + t * half;
+    const float* sin_v = sin_t + t * half;
     for (int64_t h = 0; h < num_heads; ++h) {
       float* v = x + (t * num_heads + h) * head_dim;
       for (int64_t i = 0; i < half; ++i) {

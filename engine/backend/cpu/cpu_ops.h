@@ -72,6 +72,13 @@ std::vector<float> rope_inv_freq(const ModelConfig& config);
 // s = sin(angle) rounded to float; a' = a*c - b*s, b' = b*c + a*s.
 void rope(float* x, const int32_t* positions, int64_t num_tokens, int64_t num_heads,
           int64_t head_dim, const std::vector<float>& inv_freq, RopeStyle style);
+// The same in two parts, so a step computes its angles once for every layer and for q and k:
+// rope_table() fills cos/sin [num_tokens, inv_freq.size()] (the rounding above), and the rope()
+// overload rotates with them.
+void rope_table(const int32_t* positions, int64_t num_tokens, const std::vector<float>& inv_freq,
+                float* cos_out, float* sin_out);
+void rope(float* x, int64_t num_tokens, int64_t num_heads, int64_t head_dim, const float* cos_t,
+          const float* sin_t, RopeStyle style);
 
 // Paged KV cache of one layer: [num_blocks, block_size, num_kv_heads, head_dim] float32 each for K
 // and V.
