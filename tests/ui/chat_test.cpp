@@ -176,6 +176,9 @@ class ChatTest : public QObject {
     QCOMPARE(chat()->conversation().id, firstId);
     QCOMPARE(chat()->conversation().messages.size(), firstCount);
     QVERIFY(chat()->transcript()->toPlainText().contains("Name two planets."));
+    // Editing the open conversation's row renames it, and its next save keeps the new title.
+    QVERIFY(store->setData(first, "Edited in the list", Qt::EditRole));
+    QCOMPARE(chat()->conversation().title, QString("Edited in the list"));
     // Rename and delete.
     QVERIFY(chat()->renameConversation(secondId, "Hello world"));
     QCOMPARE(store->data(store->index(store->indexOf(secondId)), Qt::DisplayRole).toString(),

@@ -61,6 +61,11 @@ ChatPanel::ChatPanel(EngineBridge* bridge, ConversationStore* store, QWidget* pa
   m_list = new QListView;
   m_list->setObjectName(QStringLiteral("conversationList"));
   m_list->setModel(m_store);
+  // Every rename (this panel's, or an edit of the list row) reaches the open conversation, so that
+  // its next save keeps the new title.
+  connect(m_store, &ConversationStore::renamed, this, [this](const QString& id, const QString& t) {
+    if (id == m_conversation.id) m_conversation.title = t;
+  });
   m_list->setEditTriggers(QAbstractItemView::EditKeyPressed | QAbstractItemView::SelectedClicked);
   m_list->setContextMenuPolicy(Qt::CustomContextMenu);
   m_list->setTextElideMode(Qt::ElideRight);
@@ -353,9 +358,7 @@ bool ChatPanel::openConversation(const QString& id) {
 }
 
 bool ChatPanel::renameConversation(const QString& id, const QString& title) {
-  if (!m_store->rename(id, title)) return false;
-  if (id == m_conversation.id) m_conversation.title = title.trimmed();
-  return true;
+  return m_store->rename(id, title);
 }
 
 bool ChatPanel::deleteConversation(const QString& id) {

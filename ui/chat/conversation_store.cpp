@@ -130,6 +130,7 @@ bool ConversationStore::rename(const QString& id, const QString& title) {
     m_entries[row].title = trimmed;
     emit dataChanged(index(row), index(row));
   }
+  emit renamed(id, trimmed);
   return true;
 }
 

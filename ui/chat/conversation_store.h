@@ -41,6 +41,10 @@ class ConversationStore : public QAbstractListModel {
   bool setData(const QModelIndex& index, const QVariant& value, int role) override;
   Qt::ItemFlags flags(const QModelIndex& index) const override;
 
+ signals:
+  // A conversation got a new title (through rename() or by editing its row).
+  void renamed(const QString& id, const QString& title);
+
  private:
   struct Entry {
     QString id;
