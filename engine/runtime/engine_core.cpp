@@ -10,9 +10,6 @@ namespace lathe {
 
 namespace {
 
-double seconds(Clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
 bool is_set(Clock::time_point t) {
   return t != Clock::time_point{};
 }
@@ -131,8 +128,8 @@ void EngineCore::finish(RequestId id, FinishReason reason, StreamEvent event,
   event.stop_reason = std::move(stop_reason);
   event.error = std::move(error);
   event.usage = {f.prompt_tokens, generated, a->num_cached_tokens};
-  StreamCallback cb = a->req.on_event;
-  events.push_back(PendingEvent{std::move(cb), std::move(event), std::move(a)});
+  const StreamCallback* cb = &a->req.on_event;
+  events.push_back(PendingEvent{cb, std::move(event), std::move(a)});
 }
 
 void EngineCore::fail_step(const SchedulerOutput& out, const Status& status, MetricsUpdate& u,
@@ -194,7 +191,7 @@ bool EngineCore::step() {
     const int64_t vocab = runner_->vocab_size();
     for (size_t k = 0; k < in.sample_seqs.size(); ++k) {
       const RequestId id = out.seqs[static_cast<size_t>(in.sample_seqs[k])].id;
-      const SampledToken& tok = result->tokens[k];
+      SampledToken& tok = result->tokens[k];
       if (tok.token < 0 || tok.token >= vocab) {
         finish(
             id, FinishReason::kError, {}, "",
@@ -221,13 +218,13 @@ bool EngineCore::step() {
       e.id = id;
       e.text = std::move(d.text);
       e.token_ids = {tok.token};
-      if (a.req.sampling.logprobs >= 0) e.logprobs = {tok};
+      if (a.req.sampling.logprobs >= 0) e.logprobs.push_back(std::move(tok));
       if (d.finished) {
         finish(id, d.reason, std::move(e), std::move(d.stop_reason), "", u, events);
       } else {
         e.usage = {static_cast<int32_t>(a.req.prompt.size()), a.output.num_output_tokens(),
                    a.num_cached_tokens};
-        events.push_back(PendingEvent{a.req.on_event, std::move(e), nullptr});
+        events.push_back(PendingEvent{&a.req.on_event, std::move(e), nullptr});
       }
     }
   }
@@ -239,10 +236,10 @@ bool EngineCore::step() {
 
 void EngineCore::deliver(std::vector<PendingEvent>& events) {
   for (PendingEvent& p : events) {
-    if (!p.callback) continue;
+    if (!*p.callback) continue;
     if (p.owner) p.event.timeline = &p.owner->timeline;
     try {
-      p.callback(p.event);
+      (*p.callback)(p.event);
     } catch (const std::exception& ex) {
       log_error(std::string("a stream callback threw: ") + ex.what());
     } catch (...) {

@@ -67,8 +67,11 @@ class EngineCore {
     RequestTimeline timeline;
     int32_t num_cached_tokens = 0;
   };
+  // `callback` points into an Active that outlives delivery: one still in active_, or `owner`
+  // (finish() moves a request out of active_ into its final event), so no std::function is copied
+  // per token.
   struct PendingEvent {
-    StreamCallback callback;
+    const StreamCallback* callback;
     StreamEvent event;
     std::unique_ptr<Active> owner;  // kept alive until a finished event is delivered
   };
