@@ -37,10 +37,6 @@ void on_sigint(int) {
   g_interrupted.store(true);
 }
 
-double seconds(Clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
-
 int run_generate(const EngineFlags& ef, const GenerateFlags& f) {
   Result<EngineConfig> config = resolve_engine_flags(ef);
   if (!config.is_ok()) {

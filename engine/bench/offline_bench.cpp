@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 #include <random>
@@ -13,10 +14,6 @@
 namespace lathe {
 
 namespace {
-
-double seconds(Clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
 
 EngineRunStats diff(const MetricsSnapshot& a, const MetricsSnapshot& b) {
   EngineRunStats s;
@@ -77,14 +74,6 @@ Result<std::vector<Finished>> run_batch(Engine& engine, const std::vector<BenchR
   return done;
 }
 
-double interpolate(const std::vector<double>& sorted, double q) {
-  if (sorted.empty()) return 0.0;
-  const double pos = q * static_cast<double>(sorted.size() - 1);
-  const size_t lo = static_cast<size_t>(pos);
-  const size_t hi = std::min(lo + 1, sorted.size() - 1);
-  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
-}
-
 nlohmann::json stats_json(const EngineRunStats& s) {
   return {{"num_steps", s.num_steps},
           {"num_preemptions", s.num_preemptions},
@@ -103,6 +92,14 @@ nlohmann::json percentiles_json(const Percentiles& p) {
 
 }  // namespace
 
+double percentile_of_sorted(const std::vector<double>& v, double q) {
+  if (v.empty()) return 0.0;
+  const double rank = q / 100.0 * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(rank));
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (rank - static_cast<double>(lo));
+}
+
 Percentiles percentiles_of(std::vector<double> v) {
   Percentiles p;
   if (v.empty()) return p;
@@ -110,12 +107,12 @@ Percentiles percentiles_of(std::vector<double> v) {
   double sum = 0;
   for (double x : v) sum += x;
   p.mean = sum / static_cast<double>(v.size());
-  p.p10 = interpolate(v, 0.10);
-  p.p25 = interpolate(v, 0.25);
-  p.p50 = interpolate(v, 0.50);
-  p.p75 = interpolate(v, 0.75);
-  p.p90 = interpolate(v, 0.90);
-  p.p99 = interpolate(v, 0.99);
+  p.p10 = percentile_of_sorted(v, 10);
+  p.p25 = percentile_of_sorted(v, 25);
+  p.p50 = percentile_of_sorted(v, 50);
+  p.p75 = percentile_of_sorted(v, 75);
+  p.p90 = percentile_of_sorted(v, 90);
+  p.p99 = percentile_of_sorted(v, 99);
   return p;
 }
 

@@ -64,6 +64,9 @@ struct Percentiles {
   double mean = 0, p10 = 0, p25 = 0, p50 = 0, p75 = 0, p90 = 0, p99 = 0;
 };
 Percentiles percentiles_of(std::vector<double> values);  // linear interpolation, as numpy
+// numpy.percentile(sorted, q) (q in percent, linear interpolation) of values sorted ascending; 0
+// for no values.
+double percentile_of_sorted(const std::vector<double>& sorted, double q);
 
 struct LatencyResult {
   LatencyOptions options;

@@ -6,17 +6,14 @@
 #include <cmath>
 #include <set>
 
+#include "engine/bench/offline_bench.h"
 #include "engine/core/strings.h"
 
 namespace lathe {
 
 double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());
-  const double rank = q / 100.0 * static_cast<double>(v.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(rank));
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (rank - static_cast<double>(lo));
+  return percentile_of_sorted(v, q);
 }
 
 LatencySummary summarize_seconds(const std::vector<double>& s) {
@@ -30,9 +27,11 @@ LatencySummary summarize_seconds(const std::vector<double>& s) {
   for (const double x : s) var += (x - mean) * (x - mean);
   out.mean_ms = mean * 1000.0;
   out.std_ms = std::sqrt(var / static_cast<double>(s.size())) * 1000.0;
-  out.median_ms = percentile(s, 50) * 1000.0;
-  out.p90_ms = percentile(s, 90) * 1000.0;
-  out.p99_ms = percentile(s, 99) * 1000.0;
+  std::vector<double> sorted = s;
+  std::sort(sorted.begin(), sorted.end());
+  out.median_ms = percentile_of_sorted(sorted, 50) * 1000.0;
+  out.p90_ms = percentile_of_sorted(sorted, 90) * 1000.0;
+  out.p99_ms = percentile_of_sorted(sorted, 99) * 1000.0;
   return out;
 }
 

@@ -13,10 +13,6 @@ constexpr int64_t kBucketMs = 100;
 constexpr int64_t kLongBuckets = 100;  // kWindowLong / kBucketMs
 constexpr int64_t kShortBuckets = 10;
 
-double seconds(Clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
-
 template <typename Point>
 void append_bounded(std::deque<Point>& series, Point p) {
   series.push_back(std::move(p));

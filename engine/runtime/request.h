@@ -16,6 +16,10 @@ namespace lathe {
 
 using RequestId = uint64_t;
 using Clock = std::chrono::steady_clock;
+// A Clock duration in seconds.
+inline double seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
 
 enum class FinishReason { kNone, kStop, kLength, kAbort, kError };
 const char* finish_reason_name(FinishReason r);  // "stop", "length", "abort", "error"

@@ -44,19 +44,7 @@ json parse_or_null(const std::string& s) {
 }  // namespace
 
 const char* finish_reason_json(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::kStop:
-      return "stop";
-    case FinishReason::kLength:
-      return "length";
-    case FinishReason::kAbort:
-      return "abort";
-    case FinishReason::kError:
-      return "error";
-    case FinishReason::kNone:
-      break;
-  }
-  return nullptr;
+  return reason == FinishReason::kNone ? nullptr : finish_reason_name(reason);
 }
 
 LogprobsBuilder::LogprobsBuilder(ApiEndpoint endpoint, const Tokenizer* tokenizer,
