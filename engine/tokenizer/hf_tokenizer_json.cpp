@@ -298,9 +298,10 @@ std::optional<std::string> token_text(const json& v) {
 
 }  // namespace
 
-Result<HfTokenizerJsonKind> classify_hf_tokenizer_json(std::string_view json_text,
-                                                       const std::string& source,
-                                                       std::string* kind_name) {
+Result<HfTokenizerJsonKind> parse_hf_tokenizer_json(std::string_view json_text,
+                                                    const std::string& source,
+                                                    BpeTokenizerConfig* config,
+                                                    std::string* kind_name) {
   LATHE_ASSIGN_OR_RETURN(json doc, parse_json(json_text, source));
   try {
     if (!doc.is_object() || !doc.contains("model") || !doc["model"].is_object()) {
@@ -308,20 +309,13 @@ Result<HfTokenizerJsonKind> classify_hf_tokenizer_json(std::string_view json_tex
     }
     const std::string type = type_of(doc["model"]);
     const bool byte_level = has_byte_level(doc.value("pre_tokenizer", json()));
-    if ((type.empty() || type == "BPE") && byte_level) return HfTokenizerJsonKind::kByteLevelBpe;
+    if ((type.empty() || type == "BPE") && byte_level) {
+      LATHE_ASSIGN_OR_RETURN(*config, parse_document(doc, source));
+      return HfTokenizerJsonKind::kByteLevelBpe;
+    }
     if (kind_name != nullptr)
       *kind_name = type.empty() || type == "BPE" ? "BPE without ByteLevel" : type;
     return HfTokenizerJsonKind::kOther;
-  } catch (const json::exception& e) {
-    return corrupt_file(source + ": " + e.what());
-  }
-}
-
-Result<BpeTokenizerConfig> parse_hf_tokenizer_json(std::string_view json_text,
-                                                   const std::string& source) {
-  LATHE_ASSIGN_OR_RETURN(json doc, parse_json(json_text, source));
-  try {
-    return parse_document(doc, source);
   } catch (const json::exception& e) {
     return corrupt_file(source + ": " + e.what());
   }

@@ -11,23 +11,23 @@
 
 namespace lathe {
 
-// What tokenizer.json describes, decided before parsing it in full.
+// What tokenizer.json describes.
 enum class HfTokenizerJsonKind {
   kByteLevelBpe,  // model BPE with a ByteLevel pre-tokenizer: BpeTokenizer reads it
   kOther,         // e.g. a SentencePiece-style BPE (Metaspace, byte_fallback) or Unigram/WordPiece
 };
-// `kind_name` receives a short description for messages ("Unigram", "BPE without ByteLevel").
-Result<HfTokenizerJsonKind> classify_hf_tokenizer_json(std::string_view json_text,
-                                                       const std::string& source,
-                                                       std::string* kind_name);
 
-// tokenizer.json -> BpeTokenizerConfig: vocab, merges ("a b" strings or ["a", "b"] pairs),
-// added_tokens with their flags, normalizer (NFC), pre_tokenizer (Sequence / Split with a known
-// pattern / ByteLevel / Digits), model.ignore_merges, and BOS/EOS from a TemplateProcessing
-// post-processor. Unsupported components are kUnsupported errors that name them.
+// tokenizer.json, parsed once. Its kind; for kByteLevelBpe, *config receives the
+// BpeTokenizerConfig: vocab, merges ("a b" strings or ["a", "b"] pairs), added_tokens with their
+// flags, normalizer (NFC), pre_tokenizer (Sequence / Split with a known pattern / ByteLevel /
+// Digits), model.ignore_merges, and BOS/EOS from a TemplateProcessing post-processor
+// (unsupported components are kUnsupported errors that name them); for kOther, *kind_name
+// receives a short description for messages ("Unigram", "BPE without ByteLevel").
 // `source` prefixes every message (the file path).
-Result<BpeTokenizerConfig> parse_hf_tokenizer_json(std::string_view json_text,
-                                                   const std::string& source);
+Result<HfTokenizerJsonKind> parse_hf_tokenizer_json(std::string_view json_text,
+                                                    const std::string& source,
+                                                    BpeTokenizerConfig* config,
+                                                    std::string* kind_name);
 
 // The special-token settings of tokenizer_config.json (and special_tokens_map.json).
 struct HfSpecialTokenSettings {

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "engine/core/log.h"
+#include "engine/core/read_file.h"
 #include "engine/tokenizer/bpe_tokenizer.h"
 #include "engine/tokenizer/hf_tokenizer_json.h"
 #include "engine/tokenizer/spm_model_proto.h"
@@ -17,15 +18,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr const char* kGgufSource = "GGUF tokenizer";
-
-Result<std::string> read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return io_error(path.string() + ": cannot open the file for reading");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return io_error(path.string() + ": read failed");
-  return ss.str();
-}
 
 // The pre-tokenizer of a GGUF tokenizer.ggml.pre name (llama.cpp's names).
 struct GgufPreTokenizer {
@@ -147,11 +139,9 @@ Result<std::shared_ptr<const Tokenizer>> load_gguf_spm(const GgufTokenizerData& 
   return std::shared_ptr<const Tokenizer>(std::move(tokenizer));
 }
 
-Result<std::shared_ptr<const Tokenizer>> load_hf_bpe(const std::string& json_text,
+Result<std::shared_ptr<const Tokenizer>> load_hf_bpe(BpeTokenizerConfig config,
                                                      const fs::path& path,
                                                      const HfSpecialTokenSettings& settings) {
-  LATHE_ASSIGN_OR_RETURN(BpeTokenizerConfig config,
-                         parse_hf_tokenizer_json(json_text, path.string()));
   // tokenizer_config.json names BOS/EOS by text and may switch adding them on or off.
   auto id_of = [&](const std::string& text) -> TokenId {
     for (const AddedToken& a : config.added_tokens) {
@@ -178,7 +168,7 @@ Result<std::shared_ptr<const Tokenizer>> load_hf_bpe(const std::string& json_tex
 
 Result<std::shared_ptr<const Tokenizer>> load_hf_spm(const fs::path& path,
                                                      const HfSpecialTokenSettings& settings) {
-  LATHE_ASSIGN_OR_RETURN(std::string model, read_file(path));
+  LATHE_ASSIGN_OR_RETURN(std::string model, read_file(path.string()));
   SpmTokenizerOptions options;
   options.source = path.string();
   options.add_bos = settings.add_bos_token.value_or(true);
@@ -229,7 +219,7 @@ Result<std::shared_ptr<const Tokenizer>> load_hf_tokenizer(const std::string& fo
   for (const char* name : {"special_tokens_map.json", "tokenizer_config.json"}) {
     const fs::path p = dir / name;
     if (!fs::exists(p, ec)) continue;
-    LATHE_ASSIGN_OR_RETURN(std::string text, read_file(p));
+    LATHE_ASSIGN_OR_RETURN(std::string text, read_file(p.string()));
     LATHE_RETURN_IF_ERROR(parse_hf_special_token_settings(text, p.string(), settings));
   }
 
@@ -237,11 +227,13 @@ Result<std::shared_ptr<const Tokenizer>> load_hf_tokenizer(const std::string& fo
   const fs::path model_path = dir / "tokenizer.model";
   const bool has_model = fs::exists(model_path, ec);
   if (fs::exists(json_path, ec)) {
-    LATHE_ASSIGN_OR_RETURN(std::string text, read_file(json_path));
+    LATHE_ASSIGN_OR_RETURN(std::string text, read_file(json_path.string()));
     std::string kind_name;
+    BpeTokenizerConfig config;
     LATHE_ASSIGN_OR_RETURN(HfTokenizerJsonKind kind,
-                           classify_hf_tokenizer_json(text, json_path.string(), &kind_name));
-    if (kind == HfTokenizerJsonKind::kByteLevelBpe) return load_hf_bpe(text, json_path, settings);
+                           parse_hf_tokenizer_json(text, json_path.string(), &config, &kind_name));
+    if (kind == HfTokenizerJsonKind::kByteLevelBpe)
+      return load_hf_bpe(std::move(config), json_path, settings);
     if (!has_model) {
       return unsupported(json_path.string() + ": a " + kind_name +
                          " tokenizer is not supported without its tokenizer.model (Lathe reads "
