@@ -1,4 +1,5 @@
 #include "engine/tokenizer/jinja/lexer.h"
+#include "engine/tokenizer/unicode.h"
 
 #include <cstring>
 
@@ -423,7 +424,7 @@ class Lexer {
           if (!hex_value(i, n, cp) || cp > 0x10FFFF) {
             syntax_error(std::string("invalid \\") + e + " escape in string literal", i - 2);
           }
-          append_utf8(value, cp);
+          unicode::append_utf8(value, static_cast<uint32_t>(cp));
           i += n;
           break;
         }
@@ -433,7 +434,7 @@ class Lexer {
             for (int k = 0; k < 2 && i < src_.size() && src_[i] >= '0' && src_[i] <= '7'; ++k) {
               cp = cp * 8 + static_cast<uint32_t>(src_[i++] - '0');
             }
-            append_utf8(value, cp);
+            unicode::append_utf8(value, static_cast<uint32_t>(cp));
           } else {
             value += '\\';  // unknown escapes stay as written
             value += e;

@@ -1,4 +1,5 @@
 #include "engine/tokenizer/jinja/operators.h"
+#include "engine/tokenizer/unicode.h"
 
 #include <cmath>
 #include <cstdio>
@@ -307,7 +308,7 @@ std::string format_value(const Value& v, Spec spec, bool percent_style) {
     if (v.is_float() && !percent_style) fail("format code 'd' is not valid for a float");
     if (type == 'c') {
       std::string s;
-      append_utf8(s, static_cast<char32_t>(n));
+      unicode::append_utf8(s, static_cast<uint32_t>(n));
       return pad(s, spec, '<');
     }
     const std::string f = "%" + flags + "ll" + type;

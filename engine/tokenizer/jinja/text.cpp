@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "engine/tokenizer/unicode.h"
+
 namespace lathe::jinja {
 
 char32_t next_code_point(std::string_view s, size_t& i) {
@@ -35,24 +37,6 @@ char32_t next_code_point(std::string_view s, size_t& i) {
   }
   i += len;
   return cp;
-}
-
-void append_utf8(std::string& out, char32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
 }
 
 bool is_ascii(std::string_view s) {
@@ -129,7 +113,7 @@ std::string map_case(std::string_view s, CaseOp op) {
     for (int32_t k = 0; k < n;) {
       UChar32 c;
       U16_NEXT(dst, k, n, c);
-      append_utf8(out, static_cast<char32_t>(c));
+      unicode::append_utf8(out, static_cast<uint32_t>(c));
     }
   }
   return out;

@@ -18,7 +18,6 @@ size_t code_point_count(std::string_view s);
 bool is_ascii(std::string_view s);
 // Decodes the code point at byte offset i and advances i past it.
 char32_t next_code_point(std::string_view s, size_t& i);
-void append_utf8(std::string& out, char32_t cp);
 
 bool is_space(char32_t c);  // Python str.isspace() for one code point
 bool is_alnum(char32_t c);  // letters and digits, as Python's \w without "_"
