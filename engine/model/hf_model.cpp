@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/log.h"
+#include "engine/core/read_file.h"
 #include "engine/core/strings.h"
 #include "engine/model/model_config_parse.h"
 #include "engine/model/model_weights.h"
@@ -23,19 +24,11 @@ using json = nlohmann::json;
 
 namespace {
 
-Result<std::string> read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return io_error(p.string() + ": cannot read");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // Parses a JSON file that may be absent: null json when it does not exist.
 Result<json> read_optional_json(const fs::path& p) {
   std::error_code ec;
   if (!fs::exists(p, ec)) return json();
-  LATHE_ASSIGN_OR_RETURN(std::string text, read_file(p));
+  LATHE_ASSIGN_OR_RETURN(std::string text, read_file(p.string()));
   try {
     json j = json::parse(text);
     if (!j.is_object()) return corrupt_file(p.string() + ": expected a JSON object");
@@ -74,7 +67,8 @@ bool hf_folder_has_tokenizer(const std::string& folder) {
 Result<std::string> read_hf_chat_template(const std::string& folder) {
   const fs::path dir(folder);
   std::error_code ec;
-  if (fs::exists(dir / "chat_template.jinja", ec)) return read_file(dir / "chat_template.jinja");
+  if (fs::exists(dir / "chat_template.jinja", ec))
+    return read_file((dir / "chat_template.jinja").string());
   const fs::path cfg_path = dir / "tokenizer_config.json";
   LATHE_ASSIGN_OR_RETURN(json cfg, read_optional_json(cfg_path));
   if (cfg.is_null()) return std::string();

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/log.h"
+#include "engine/core/read_file.h"
 #include "engine/core/strings.h"
 #include "engine/model/gguf_file.h"
 
@@ -146,11 +147,9 @@ std::string supported_architectures() {
 }
 
 Result<ModelConfig> load_hf_config(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found(path + ": cannot read the model config");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_hf_config(ss.str(), path);
+  Result<std::string> text = read_file(path);
+  if (!text.is_ok()) return not_found(path + ": cannot read the model config");
+  return parse_hf_config(*text, path);
 }
 
 Result<ModelConfig> parse_hf_config(const std::string& text, const std::string& path) {

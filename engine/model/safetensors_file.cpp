@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/core/read_file.h"
 #include "engine/core/strings.h"
 
 namespace lathe {
@@ -19,15 +20,6 @@ using json = nlohmann::json;
 namespace {
 
 constexpr const char* kIndexFile = "model.safetensors.index.json";
-
-// Reads a small text file; errors name the file.
-Result<std::string> read_text_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return io_error(path.string() + ": cannot read");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // Parses the header JSON object; fills `tensors` and `metadata`. Throws nothing.
 Status parse_header(const char* text, size_t size, uint64_t data_size, const uint8_t* data_start,
@@ -236,7 +228,7 @@ Result<SafetensorsCheckpoint> SafetensorsCheckpoint::open_folder(const std::stri
 
   if (fs::exists(index_path, ec)) {
     ckpt.sharded_ = true;
-    LATHE_ASSIGN_OR_RETURN(std::string text, read_text_file(index_path));
+    LATHE_ASSIGN_OR_RETURN(std::string text, read_file(index_path.string()));
     try {
       const json index = json::parse(text);
       const auto wm = index.find("weight_map");
