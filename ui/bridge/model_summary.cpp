@@ -13,6 +13,7 @@
 #include "engine/core/strings.h"
 #include "engine/model/memory_estimate.h"
 #include "engine/runtime/cuda_plugin.h"
+#include "engine/runtime/engine_setup.h"
 #include "engine/runtime/runner_factory.h"
 
 namespace lathe::ui {
@@ -23,9 +24,6 @@ QString q(const std::string& s) {
   return QString::fromStdString(s);
 }
 
-// Defaults of SchedulerConfig when the settings leave them at 0 (engine_config.h).
-constexpr int kCpuDefaultMaxNumSeqs = 64;
-constexpr int kGpuDefaultMaxNumSeqs = 256;
 // GPU memory that is neither weights nor KV cache: CUDA context, activations, cuBLAS workspaces
 // and CUDA graphs. A planning allowance, not a measurement.
 constexpr int64_t kGpuOverheadBytes = int64_t{1} << 30;
@@ -90,8 +88,9 @@ MemoryPlan planMemoryFor(const ModelFacts& facts, const LoadSettings& settings,
   const bool gpuUsable = gpu && device.isGpu;
   p.maxModelLen = settings.maxModelLen > 0 ? settings.maxModelLen
                                            : static_cast<int>(facts.config.max_position_embeddings);
-  p.numSeqs = settings.maxNumSeqs > 0 ? settings.maxNumSeqs
-                                      : (gpu ? kGpuDefaultMaxNumSeqs : kCpuDefaultMaxNumSeqs);
+  p.numSeqs = settings.maxNumSeqs > 0
+                  ? settings.maxNumSeqs
+                  : device_defaults(gpu ? DeviceKind::kCuda : DeviceKind::kCpu).max_num_seqs;
   const MemoryEstimate e =
       estimate_memory(facts.config, facts.storedWeightBytes, p.maxModelLen, p.numSeqs);
   p.weightsFp16Bytes = e.weight_bytes_fp16;
