@@ -195,9 +195,10 @@ void DashboardPanel::refresh() {
   m_slots->setSeries(0, m_history.points(H::kRunning));
   m_slots->setSeries(1, m_history.points(H::kWaiting));
   m_slots->setSeries(2, m_history.points(H::kMaxNumSeqs));
+  const double p50 = m_history.ttftPercentileMs(50), p95 = m_history.ttftPercentileMs(95);
   m_ttft->setSeries(0, m_history.points(H::kTtftMs));
-  m_ttft->setSeries(1, hline(from, to, m_history.ttftPercentileMs(50)));
-  m_ttft->setSeries(2, hline(from, to, m_history.ttftPercentileMs(95)));
+  m_ttft->setSeries(1, hline(from, to, p50));
+  m_ttft->setSeries(2, hline(from, to, p95));
   m_itl->setSeries(0, m_history.points(H::kItlMs));
   m_throughput->setSeries(0, m_history.points(H::kPromptTokensPerSec));
   m_throughput->setSeries(1, m_history.points(H::kGenerationTokensPerSec));
@@ -205,12 +206,12 @@ void DashboardPanel::refresh() {
   m_prefix->setSeries(1, m_history.points(H::kPrefixHitRateTotal));
   m_preemptions->setSeries(0, m_history.points(H::kPreemptions));
   for (ChartCard* c : charts()) c->setTimeRange(from, to);
-  updateSummaries();
+  updateSummaries(p50, p95);
   if (isVisible())
     for (ChartCard* c : charts()) c->replot();
 }
 
-void DashboardPanel::updateSummaries() {
+void DashboardPanel::updateSummaries(double ttftP50Ms, double ttftP95Ms) {
   if (m_history.isEmpty()) {
     for (ChartCard* c : charts()) c->setSummary(QString());
     return;
@@ -221,21 +222,16 @@ void DashboardPanel::updateSummaries() {
                             num(x.kvFreeBlocks), num(x.kvTotalBlocks), num(x.blockSize)));
   m_slots->setSummary(tr("%1 running · %2 waiting · %3 slots")
                           .arg(num(x.numRunning), num(x.numWaiting), num(x.maxNumSeqs)));
-  m_ttft->setSummary(tr("p50 %1 ms · p95 %2 ms · %3 requests in window")
-                         .arg(num(m_history.ttftPercentileMs(50), 1),
-                              num(m_history.ttftPercentileMs(95), 1),
-                              num(m_history.size(H::kTtftMs))));
-  const QVector<QPointF> itl = m_history.points(H::kItlMs);
-  const double lastItl = itl.isEmpty() ? std::nan("") : itl.back().y();
-  m_itl->setSummary(tr("%1 ms now").arg(num(lastItl, 1)));
+  m_ttft->setSummary(
+      tr("p50 %1 ms · p95 %2 ms · %3 requests in window")
+          .arg(num(ttftP50Ms, 1), num(ttftP95Ms, 1), num(m_history.size(H::kTtftMs))));
+  m_itl->setSummary(tr("%1 ms now").arg(num(m_history.last(H::kItlMs), 1)));
   m_throughput->setSummary(
       tr("prompt %1 tok/s · generation %2 tok/s")
           .arg(num(x.promptTokensPerSec, 1), num(x.generationTokensPerSec, 1)));
-  const double total = x.prefixCacheQueries > 0
-                           ? 100.0 * static_cast<double>(x.prefixCacheHits) / x.prefixCacheQueries
-                           : std::nan("");
   m_prefix->setSummary(tr("%1 % since load (%2 of %3 prompt tokens)")
-                           .arg(num(total, 1), num(x.prefixCacheHits), num(x.prefixCacheQueries)));
+                           .arg(num(m_history.last(H::kPrefixHitRateTotal), 1),
+                                num(x.prefixCacheHits), num(x.prefixCacheQueries)));
   m_preemptions->setSummary(tr("%1 since load").arg(num(x.numPreemptions)));
   m_status->setText(tr("Last 5 minutes · %1 samples · %2 requests finished%3")
                         .arg(num(m_history.totalSamples()), num(x.requestsFinished),

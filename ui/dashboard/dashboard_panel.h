@@ -35,9 +35,8 @@ class DashboardPanel : public QWidget {
   void refresh();
 
  private:
-  struct Charts;
   void buildCharts();
-  void updateSummaries();
+  void updateSummaries(double ttftP50Ms, double ttftP95Ms);
 
   MetricsHistory m_history;
   bool m_paused = false;

@@ -87,6 +87,11 @@ QVector<QPointF> MetricsHistory::points(Series series) const {
   return QVector<QPointF>(s.begin(), s.end());
 }
 
+double MetricsHistory::last(Series series) const {
+  const auto& s = m_series[series];
+  return s.empty() ? kNaN : s.back().y();
+}
+
 double MetricsHistory::ttftPercentileMs(double p) const {
   const auto& s = m_series[kTtftMs];
   if (s.empty()) return kNaN;

@@ -49,6 +49,8 @@ class MetricsHistory {
   // The points of a series inside the window, oldest first.
   QVector<QPointF> points(Series series) const;
   int size(Series series) const { return static_cast<int>(m_series[series].size()); }
+  // The newest value of a series (NaN when it has none).
+  double last(Series series) const;
 
   // Percentile p in [0, 100] of the TTFT points in the window (nearest rank); NaN when empty.
   double ttftPercentileMs(double p) const;
