@@ -1,6 +1,5 @@
 #include "ui/bridge/engine_bridge.h"
 
-#include <QFileInfo>
 #include <QMetaObject>
 
 #include <map>
@@ -59,12 +58,6 @@ QString EngineBridge::defaultModelPath(QString* error) {
     return {};
   }
   return QString::fromStdString(resolved.value());
-}
-
-void EngineBridge::setMetricsInterval(int ms) {
-  m_metricsIntervalMs = ms;
-  QMetaObject::invokeMethod(
-      m_worker, [w = m_worker, ms] { w->setMetricsInterval(ms); }, Qt::QueuedConnection);
 }
 
 MemoryPlan EngineBridge::planMemory(const ModelSummary& model, const LoadSettings& settings) const {

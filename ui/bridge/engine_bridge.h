@@ -47,8 +47,6 @@ class EngineBridge : public QObject {
   // the GUI thread).
   MemoryPlan planMemory(const ModelSummary& model, const LoadSettings& settings) const;
 
-  // Metrics polling period while a model is loaded (default 100 ms).
-  void setMetricsInterval(int ms);
   // Threads of the CPU backend for the next load; 0 = all cores but one (the window keeps one).
   void setCpuThreads(int threads) { m_cpuThreads = threads; }
   // The default model (SmolLM2-135M-Instruct Q4_1) when it is in the model cache; otherwise an
@@ -113,7 +111,6 @@ class EngineBridge : public QObject {
   QString m_serverUrl;
   DeviceInfo m_device;
   int m_cpuThreads = 0;
-  int m_metricsIntervalMs = 100;
   std::atomic<bool> m_cancelLoad{false};
   std::atomic<quint64> m_nextTicket{0};
   std::atomic<quint64> m_inspectSerial{0};  // only the newest inspection is reported

@@ -1,6 +1,5 @@
 #include "ui/bridge/engine_worker.h"
 
-#include <QFileInfo>
 #include <QMetaObject>
 #include <QTimer>
 
@@ -295,10 +294,6 @@ void EngineWorker::stopServer() {
     b->m_serverUrl.clear();
     emit b->serverStopped();
   });
-}
-
-void EngineWorker::setMetricsInterval(int ms) {
-  m_metricsTimer->setInterval(qMax(10, ms));
 }
 
 void EngineWorker::pollMetrics() {

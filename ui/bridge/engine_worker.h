@@ -44,7 +44,6 @@ class EngineWorker : public QObject {
   void cancel(quint64 ticket);
   void startServer(const ServeSettings& settings);
   void stopServer();
-  void setMetricsInterval(int ms);
   // Stops the server and the engine (streams end with "abort"). Called before the thread ends.
   void shutdown();
 

@@ -19,6 +19,8 @@ QVector<ChatTurn> Conversation::turns() const {
   return out;
 }
 
+namespace {
+
 QJsonObject statsToJson(const GenerationStats& s) {
   QJsonObject o{{"prompt_tokens", s.promptTokens},
                 {"completion_tokens", s.completionTokens},
@@ -43,8 +45,6 @@ GenerationStats statsFromJson(const QJsonObject& o) {
   s.error = o.value("error").toString();
   return s;
 }
-
-namespace {
 
 QJsonObject samplingToJson(const SamplingSettings& s) {
   QJsonObject o{{"temperature", s.temperature},

@@ -40,7 +40,4 @@ struct Conversation {
   static bool fromJson(const QJsonObject& json, Conversation* out, QString* error);
 };
 
-QJsonObject statsToJson(const GenerationStats& stats);
-GenerationStats statsFromJson(const QJsonObject& json);
-
 }  // namespace lathe::ui

@@ -3,7 +3,6 @@
 #include <QEvent>
 #include <QLocale>
 #include <QScrollBar>
-#include <QTextBlock>
 #include <QTextCursor>
 #include <QTextDocumentFragment>
 #include <QUrl>

@@ -36,7 +36,6 @@ class TranscriptView : public QTextBrowser {
 
  private:
   void renderSettled();
-  void shadeCodeBlocks(int fromPosition);
   void scrollToEndIfFollowing(bool following);
   bool isFollowing() const;
 

@@ -118,10 +118,6 @@ void ChartCard::setSeries(int index, const QVector<QPointF>& points) {
   g->data()->set(data, true);
 }
 
-int ChartCard::seriesCount() const {
-  return m_plot->graphCount();
-}
-
 int ChartCard::dataCount(int index) const {
   QCPGraph* g = m_plot->graph(index);
   return g == nullptr ? 0 : g->data()->size();

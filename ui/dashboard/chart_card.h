@@ -29,7 +29,6 @@ class ChartCard : public QFrame {
   int addSeries(const QString& name, const QColor& color, Style style = Style::kLine,
                 Axis axis = Axis::kLeft);
   void setSeries(int index, const QVector<QPointF>& points);
-  int seriesCount() const;
   int dataCount(int index) const;
 
   void setAxisLabels(const QString& left, const QString& right = QString());
