@@ -190,15 +190,15 @@ class GenerationJob {
         // The finish reason rides on the last token's chunk, as vLLM sends it (no extra chunk
         // that a client would count as one more token).
         const bool last = done && i + 1 == pieces.size() && fin.reason != FinishReason::kError;
-        const std::string lp = request_.logprobs && !pieces[i].logprobs.empty()
-                                   ? logprobs.append(pieces[i].logprobs)
-                                   : std::string();
+        const bool has_lp = request_.logprobs && !pieces[i].logprobs.empty();
+        const nlohmann::json lp = has_lp ? logprobs.append(pieces[i].logprobs) : nlohmann::json();
         // A token whose bytes are held back (an incomplete character, a possible stop string)
         // still gets its chunk, as vLLM sends it: clients time tokens by chunks, and models
         // without a tokenizer produce no text at all.
-        if (pieces[i].text.empty() && pieces[i].token_ids.empty() && lp.empty() && !last) continue;
-        buf += stream_chunk_event(header_, pieces[i].text, first, lp, last ? &rf : nullptr,
-                                  request_.spec.sampling.stop, request_.include_usage);
+        if (pieces[i].text.empty() && pieces[i].token_ids.empty() && !has_lp && !last) continue;
+        buf += stream_chunk_event(header_, pieces[i].text, first, has_lp ? &lp : nullptr,
+                                  last ? &rf : nullptr, request_.spec.sampling.stop,
+                                  request_.include_usage);
         first = false;
         finish_sent = last;
       }
@@ -210,7 +210,7 @@ class GenerationJob {
           err.message = fin.error.empty() ? "the engine failed while generating" : fin.error;
           buf += error_event(error_json(err));
         } else if (!finish_sent) {
-          buf += stream_chunk_event(header_, "", first, "", &rf, request_.spec.sampling.stop,
+          buf += stream_chunk_event(header_, "", first, nullptr, &rf, request_.spec.sampling.stop,
                                     request_.include_usage);
         }
         if (request_.include_usage) buf += usage_chunk_event(header_, fin.usage);
@@ -249,15 +249,15 @@ class GenerationJob {
       err.message = fin.error.empty() ? "the engine failed while generating" : fin.error;
       return error_response(err);
     }
-    std::string lp_json;
+    nlohmann::json lp;
     if (request_.logprobs) {
       LogprobsBuilder builder(request_.endpoint, ctx_.tokenizer, request_.top_logprobs);
-      lp_json = builder.append(lps);
+      lp = builder.append(lps);
     }
     HttpResponse r;
     r.body =
         completion_response(header_, text, ResponseFinish{fin.reason, fin.stop_reason, fin.usage},
-                            request_.spec.sampling.stop, lp_json);
+                            request_.spec.sampling.stop, request_.logprobs ? &lp : nullptr);
     return r;
   }
 

@@ -37,10 +37,6 @@ const char* object_name(ApiEndpoint e, bool chunk) {
   return chunk ? "chat.completion.chunk" : "chat.completion";
 }
 
-json parse_or_null(const std::string& s) {
-  return s.empty() ? json() : json::parse(s);
-}
-
 }  // namespace
 
 const char* finish_reason_json(FinishReason reason) {
@@ -57,7 +53,7 @@ std::string LogprobsBuilder::token_text(TokenId id) const {
   return tokenizer_->token_bytes(id);
 }
 
-std::string LogprobsBuilder::append(const std::vector<SampledToken>& tokens) {
+json LogprobsBuilder::append(const std::vector<SampledToken>& tokens) {
   if (endpoint_ == ApiEndpoint::kChatCompletions) {
     json content = json::array();
     auto entry = [&](TokenId id, float lp) {
@@ -74,8 +70,7 @@ std::string LogprobsBuilder::append(const std::vector<SampledToken>& tokens) {
       e["top_logprobs"] = std::move(top);
       content.push_back(std::move(e));
     }
-    tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
-    return dump(json{{"content", std::move(content)}});
+    return json{{"content", std::move(content)}};
   }
   json out = {{"tokens", json::array()},
               {"token_logprobs", json::array()},
@@ -94,25 +89,19 @@ std::string LogprobsBuilder::append(const std::vector<SampledToken>& tokens) {
     out["text_offset"].push_back(text_offset_);
     text_offset_ += static_cast<int64_t>(text.size());
   }
-  tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
-  return dump(out);
-}
-
-std::string LogprobsBuilder::all() const {
-  LogprobsBuilder copy(endpoint_, tokenizer_, top_logprobs_);
-  return copy.append(tokens_);
+  return out;
 }
 
 std::string completion_response(const ResponseHeader& h, const std::string& text,
                                 const ResponseFinish& finish, const std::vector<std::string>& stop,
-                                const std::string& logprobs_json) {
+                                const json* logprobs) {
   json choice = {{"index", 0}};
   if (h.endpoint == ApiEndpoint::kChatCompletions) {
     choice["message"] = {{"role", "assistant"}, {"content", text}};
   } else {
     choice["text"] = text;
   }
-  choice["logprobs"] = parse_or_null(logprobs_json);
+  choice["logprobs"] = logprobs != nullptr ? *logprobs : json();
   const char* reason = finish_reason_json(finish.reason);
   choice["finish_reason"] = reason != nullptr ? json(reason) : json();
   choice["stop_reason"] = stop_reason_json(finish, stop);
@@ -126,7 +115,7 @@ std::string completion_response(const ResponseHeader& h, const std::string& text
 }
 
 std::string stream_chunk_event(const ResponseHeader& h, const std::string& text, bool first,
-                               const std::string& logprobs_json, const ResponseFinish* finish,
+                               const json* logprobs, const ResponseFinish* finish,
                                const std::vector<std::string>& stop, bool usage_null) {
   json choice = {{"index", 0}};
   if (h.endpoint == ApiEndpoint::kChatCompletions) {
@@ -138,7 +127,7 @@ std::string stream_chunk_event(const ResponseHeader& h, const std::string& text,
   } else {
     choice["text"] = text;
   }
-  choice["logprobs"] = parse_or_null(logprobs_json);
+  choice["logprobs"] = logprobs != nullptr ? *logprobs : json();
   const char* reason = finish != nullptr ? finish_reason_json(finish->reason) : nullptr;
   choice["finish_reason"] = reason != nullptr ? json(reason) : json();
   if (finish != nullptr) choice["stop_reason"] = stop_reason_json(*finish, stop);

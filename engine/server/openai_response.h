@@ -4,6 +4,8 @@
 // top_logprobs, text_offset}). Strings are dumped with invalid UTF-8 replaced, never thrown on.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -33,10 +35,9 @@ struct ResponseFinish {
 class LogprobsBuilder {
  public:
   LogprobsBuilder(ApiEndpoint endpoint, const Tokenizer* tokenizer, int32_t top_logprobs);
-  // Appends entries for `tokens` and returns the logprobs object for just these tokens.
-  std::string append(const std::vector<SampledToken>& tokens);
-  // The logprobs object for everything appended so far.
-  std::string all() const;
+  // Appends entries for `tokens` (completions' text offsets continue) and returns the logprobs
+  // object for just these tokens.
+  nlohmann::json append(const std::vector<SampledToken>& tokens);
 
  private:
   std::string token_text(TokenId id) const;
@@ -44,22 +45,21 @@ class LogprobsBuilder {
   const Tokenizer* tokenizer_;  // null: tokens shown as "token_id:<id>"
   int32_t top_logprobs_;
   int64_t text_offset_ = 0;
-  std::vector<SampledToken> tokens_;
 };
 
 // "stop" / "length" / "abort" / "error" (null while running).
 const char* finish_reason_json(FinishReason reason);
 
-// A complete non-streaming response. logprobs_json: "" for null.
+// A complete non-streaming response. logprobs: null pointer for JSON null.
 std::string completion_response(const ResponseHeader& header, const std::string& text,
                                 const ResponseFinish& finish, const std::vector<std::string>& stop,
-                                const std::string& logprobs_json);
+                                const nlohmann::json* logprobs);
 
 // One SSE event ("data: {...}\n\n") carrying a text delta. first: chat's first chunk also carries
 // the role. finish: set on the last content chunk. usage_null: include "usage": null (when
 // stream_options.include_usage asked for a final usage chunk).
 std::string stream_chunk_event(const ResponseHeader& header, const std::string& text, bool first,
-                               const std::string& logprobs_json, const ResponseFinish* finish,
+                               const nlohmann::json* logprobs, const ResponseFinish* finish,
                                const std::vector<std::string>& stop, bool usage_null);
 // The last chunk of a stream with include_usage: no choices, just usage.
 std::string usage_chunk_event(const ResponseHeader& header, const RequestUsage& usage);
