@@ -57,8 +57,6 @@ class EngineCore {
 
   bool has_unfinished() const { return scheduler_.has_unfinished(); }
   int32_t num_running() const { return scheduler_.num_running(); }
-  int32_t num_waiting() const { return scheduler_.num_waiting(); }
-  KvUsage kv_usage() const { return kv_.usage(); }
 
  private:
   struct Active {

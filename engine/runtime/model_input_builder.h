@@ -1,6 +1,6 @@
 // Flattens one step's SchedulerOutput into the runner's ModelInput (model_io.h): tokens,
 // positions, KV slots, block tables, and which sequences are sampled. Sampling rows are left empty:
-// they depend on per-request state the engine core holds (fill_sampling_row).
+// they depend on per-request state the engine core holds (make_sampling_row).
 #pragma once
 
 #include <span>

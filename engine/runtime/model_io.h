@@ -66,7 +66,6 @@ struct ModelInput {
 
   int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
   int32_t num_seqs() const { return static_cast<int32_t>(seq_lens.size()); }
-  bool is_decode_only() const { return max_query_len == 1; }
 };
 
 struct TokenLogprob {

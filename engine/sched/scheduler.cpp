@@ -33,9 +33,6 @@ SchedulerOutput Scheduler::schedule() {
   }
   schedule_running(out, budget);
   if (out.preempted.empty()) schedule_waiting(out, budget);
-  out.num_running = num_running();
-  out.num_waiting = num_waiting();
-  if (!out.seqs.empty()) out.step = ++step_;
   return out;
 }
 
@@ -130,7 +127,6 @@ void Scheduler::preempt(Sequence& seq, SchedulerOutput& out) {
   kv_->free(seq.id);
   seq.num_computed_tokens = 0;
   seq.status = SeqStatus::kWaiting;
-  ++seq.num_preemptions;
   ++num_preemptions_;
   insert_waiting(&seq);
   out.preempted.push_back(seq.id);

@@ -86,7 +86,6 @@ class Scheduler {
   std::deque<Sequence*> waiting_;               // ordered by arrival_index
   std::unordered_set<RequestId> static_batch_;  // static policy: members of the current batch
   uint64_t next_arrival_ = 0;
-  uint64_t step_ = 0;
   int64_t num_preemptions_ = 0;
 };
 

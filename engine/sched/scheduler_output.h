@@ -44,14 +44,11 @@ struct FailedSequence {
 };
 
 struct SchedulerOutput {
-  uint64_t step = 0;                    // 1, 2, ... (steps that scheduled something)
   std::vector<ScheduledSequence> seqs;  // in the order they were scheduled
   std::vector<AdmittedSequence> admitted;
   std::vector<RequestId> preempted;    // preempted by this call (blocks freed, back to waiting)
   std::vector<FailedSequence> failed;  // removed by this call
   int32_t num_batched_tokens = 0;      // sum of num_new_tokens
-  int32_t num_running = 0;             // after this call
-  int32_t num_waiting = 0;             // after this call
 
   bool empty() const { return seqs.empty(); }
 };

@@ -27,7 +27,6 @@ struct Sequence {
   SeqStatus status = SeqStatus::kWaiting;
   uint64_t arrival_index = 0;      // FCFS order, assigned by Scheduler::add()
   int32_t num_cached_tokens = -1;  // prefix-cache hit at first admission; -1 before it
-  int32_t num_preemptions = 0;
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
