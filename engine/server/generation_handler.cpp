@@ -11,6 +11,15 @@
 namespace lathe {
 namespace {
 
+// The 500 an engine failure during generation becomes (streamed as an error event, or returned).
+ApiError engine_failure(const RequestStream::Final& fin) {
+  ApiError err;
+  err.status = 500;
+  err.type = "server_error";
+  err.message = fin.error.empty() ? "the engine failed while generating" : fin.error;
+  return err;
+}
+
 using namespace std::chrono_literals;
 
 // How long a connection thread waits for output before checking on its client again.
@@ -71,7 +80,7 @@ MaybeApiError tokenize_prompt(ServerContext& ctx, OpenAiRequest& r) {
 MaybeApiError fit_context(const ServerContext& ctx, OpenAiRequest& r) {
   const int64_t max_len = ctx.max_model_len;
   const int64_t prompt = static_cast<int64_t>(r.spec.prompt_tokens.size());
-  const char* where = r.endpoint == ApiEndpoint::kChatCompletions ? "messages" : "prompt";
+  const char* where = prompt_param(r);
   if (max_len > 0 && prompt >= max_len)
     return bad_request(
         strformat("This model's maximum context length is %lld tokens. However, your request has "
@@ -204,11 +213,7 @@ class GenerationJob {
       }
       if (done) {
         if (fin.reason == FinishReason::kError) {
-          ApiError err;
-          err.status = 500;
-          err.type = "server_error";
-          err.message = fin.error.empty() ? "the engine failed while generating" : fin.error;
-          buf += error_event(error_json(err));
+          buf += error_event(error_json(engine_failure(fin)));
         } else if (!finish_sent) {
           buf += stream_chunk_event(header_, "", first, nullptr, &rf, request_.spec.sampling.stop,
                                     request_.include_usage);
@@ -242,13 +247,7 @@ class GenerationJob {
     }
     const RequestStream::Final fin = stream_->final();
     finish(/*client_gone=*/false);
-    if (fin.reason == FinishReason::kError) {
-      ApiError err;
-      err.status = 500;
-      err.type = "server_error";
-      err.message = fin.error.empty() ? "the engine failed while generating" : fin.error;
-      return error_response(err);
-    }
+    if (fin.reason == FinishReason::kError) return error_response(engine_failure(fin));
     nlohmann::json lp;
     if (request_.logprobs) {
       LogprobsBuilder builder(request_.endpoint, ctx_.tokenizer, request_.top_logprobs);
