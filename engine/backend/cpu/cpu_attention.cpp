@@ -158,7 +158,8 @@ LATHE_AVX2 void attend_set_avx2(const Query* qs, int nq, const float* const* ks,
     }
   }
   // Softmax numerators and sums per query; the accumulators start at zero in `out`.
-  std::vector<float> inv(static_cast<size_t>(nq));
+  thread_local std::vector<float> inv;  // reused: no allocation per task and layer
+  inv.resize(static_cast<size_t>(nq));
   for (int i = 0; i < nq; ++i) {
     const Query& qr = qs[i];
     float* row = scores + i * stride + (qr.lo - first);  // row[j]: position qr.lo + j
@@ -246,7 +247,11 @@ void run_task(const PagedAttentionArgs& a, const KvLayerView& c, const Task& tas
 
 void paged_attention(const PagedAttentionArgs& args, const KvLayerView& cache, ThreadPool& pool) {
   const int64_t group = args.num_heads / cache.num_kv_heads;
-  std::vector<Task> tasks;
+  // The caller's list, reused every layer. A named reference: the worker threads must see this
+  // thread's vector, not their own thread_local one.
+  thread_local std::vector<Task> reused;
+  std::vector<Task>& tasks = reused;
+  tasks.clear();
   for (int32_t s = 0; s < args.num_seqs; ++s) {
     const int32_t rows = args.query_start[s + 1] - args.query_start[s];
     // Fewer rows per item for long contexts, so the scores scratch stays bounded.
