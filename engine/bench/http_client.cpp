@@ -24,13 +24,6 @@ int64_t now_ms() {
       .count();
 }
 
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
 constexpr size_t kMaxHeaderBytes = 1 << 16;
 
 }  // namespace

@@ -20,6 +20,8 @@ std::vector<std::string> split(std::string_view s, char sep);
 std::string_view trim(std::string_view s);
 bool starts_with(std::string_view s, std::string_view prefix);
 bool ends_with(std::string_view s, std::string_view suffix);
+// ASCII case-insensitive equality (header names, tokens such as "keep-alive").
+bool iequals(std::string_view a, std::string_view b);
 
 // Parses sizes such as "512MiB", "2GiB", "1.5G", "4096" (bytes). -1 on a malformed string.
 int64_t parse_byte_size(std::string_view s);

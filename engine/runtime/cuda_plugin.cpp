@@ -8,6 +8,8 @@
 #include <mutex>
 #include <system_error>
 
+#include "engine/core/strings.h"
+
 // Set by engine/runtime/CMakeLists.txt for this file only.
 #ifndef LATHE_CUDA_PLUGIN_BUILT
 #error "LATHE_CUDA_PLUGIN_BUILT must be 0 or 1"
@@ -62,7 +64,7 @@ std::string missing_library(const std::string& dl_error) {
 
 bool is_cuda_library(const std::string& name) {
   for (const char* prefix : {"libcuda", "libcublas", "libnv"})
-    if (name.rfind(prefix, 0) == 0) return true;
+    if (starts_with(name, prefix)) return true;
   return false;
 }
 

@@ -15,7 +15,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -41,20 +40,14 @@
 namespace lathe {
 
 std::string HttpRequest::header(std::string_view name) const {
-  for (const auto& [k, v] : headers) {
-    if (k.size() == name.size() && std::equal(k.begin(), k.end(), name.begin(), [](char a, char b) {
-          return std::tolower(static_cast<unsigned char>(a)) ==
-                 std::tolower(static_cast<unsigned char>(b));
-        }))
-      return v;
-  }
+  for (const auto& [k, v] : headers)
+    if (iequals(k, name)) return v;
   return {};
 }
 
 bool HttpRequest::has_header(std::string_view name) const {
-  for (const auto& [k, v] : headers) {
-    if (k.size() == name.size() && strncasecmp(k.data(), name.data(), k.size()) == 0) return true;
-  }
+  for (const auto& [k, v] : headers)
+    if (iequals(k, name)) return true;
   return false;
 }
 
