@@ -34,10 +34,12 @@ EngineCore::EngineCore(const EngineCoreConfig& config, ModelRunner* runner,
 void EngineCore::add_request(CoreRequest request) {
   auto seq = std::make_unique<Sequence>();
   seq->id = request.id;
-  seq->tokens = request.prompt;
-  seq->num_prompt_tokens = static_cast<int32_t>(request.prompt.size());
+  const int32_t num_prompt = static_cast<int32_t>(request.prompt.size());
+  seq->tokens = std::move(request.prompt);
+  seq->num_prompt_tokens = num_prompt;
   OutputProcessor output(config_.tokenizer, request.sampling, config_.eos_ids);
-  auto active = std::make_unique<Active>(Active{std::move(request), std::move(output), {}, 0});
+  auto active =
+      std::make_unique<Active>(Active{std::move(request), std::move(output), {}, 0, num_prompt});
   active->timeline.arrival = active->req.arrival;
   const RequestId id = active->req.id;
   scheduler_.add(std::move(seq));
@@ -112,7 +114,7 @@ void EngineCore::finish(RequestId id, FinishReason reason, StreamEvent event,
   f.id = id;
   f.client_id = a->req.client_id;
   f.reason = reason;
-  f.prompt_tokens = static_cast<int32_t>(a->req.prompt.size());
+  f.prompt_tokens = a->num_prompt_tokens;
   f.generation_tokens = generated;
   f.cached_prompt_tokens = a->num_cached_tokens;
   f.queue_s = is_set(t.first_scheduled) ? seconds(t.first_scheduled - t.arrival) : 0.0;
@@ -205,8 +207,7 @@ bool EngineCore::step() {
       if (t.token_times.empty()) {
         t.first_token = u.time;
         u.first_tokens.push_back({id, seconds(u.time - t.arrival),
-                                  seconds(t.first_scheduled - t.arrival),
-                                  static_cast<int32_t>(a.req.prompt.size())});
+                                  seconds(t.first_scheduled - t.arrival), a.num_prompt_tokens});
       } else {
         u.itl_s.push_back(seconds(u.time - t.token_times.back()));
       }
@@ -222,8 +223,7 @@ bool EngineCore::step() {
       if (d.finished) {
         finish(id, d.reason, std::move(e), std::move(d.stop_reason), "", u, events);
       } else {
-        e.usage = {static_cast<int32_t>(a.req.prompt.size()), a.output.num_output_tokens(),
-                   a.num_cached_tokens};
+        e.usage = {a.num_prompt_tokens, a.output.num_output_tokens(), a.num_cached_tokens};
         events.push_back(PendingEvent{&a.req.on_event, std::move(e), nullptr});
       }
     }

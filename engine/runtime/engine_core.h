@@ -60,10 +60,11 @@ class EngineCore {
 
  private:
   struct Active {
-    CoreRequest req;
+    CoreRequest req;  // req.prompt moved into the scheduler's Sequence (its only copy)
     OutputProcessor output;
     RequestTimeline timeline;
     int32_t num_cached_tokens = 0;
+    int32_t num_prompt_tokens = 0;
   };
   // `callback` points into an Active that outlives delivery: one still in active_, or `owner`
   // (finish() moves a request out of active_ into its final event), so no std::function is copied
