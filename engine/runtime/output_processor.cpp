@@ -12,17 +12,20 @@ bool contains(const std::vector<TokenId>& v, TokenId t) {
 
 OutputProcessor::OutputProcessor(std::shared_ptr<const Tokenizer> tokenizer,
                                  const SamplingParams& params, std::vector<TokenId> eos_ids)
-    : params_(params), eos_ids_(std::move(eos_ids)), stops_(params.stop) {
-  if (!params_.ignore_eos) end_ids_ = eos_ids_;
-  for (TokenId t : params_.stop_token_ids)
+    : min_tokens_(params.min_tokens),
+      max_tokens_(params.max_tokens),
+      stop_token_ids_(params.stop_token_ids),
+      stops_(params.stop) {
+  if (!params.ignore_eos) end_ids_ = std::move(eos_ids);
+  for (TokenId t : stop_token_ids_)
     if (!contains(end_ids_, t)) end_ids_.push_back(t);
-  if (tokenizer) detok_.emplace(std::move(tokenizer), params_.skip_special_tokens);
+  if (tokenizer) detok_.emplace(std::move(tokenizer), params.skip_special_tokens);
 }
 
 std::string OutputProcessor::drain() {
   std::string text;
   if (detok_) {
-    StopStringMatcher::Result r = stops_.add(detok_->finish(), num_output_ >= params_.min_tokens);
+    StopStringMatcher::Result r = stops_.add(detok_->finish(), num_output_ >= min_tokens_);
     text = std::move(r.text);
     if (r.matched) return text;
   }
@@ -35,13 +38,12 @@ OutputDelta OutputProcessor::add_token(TokenId token) {
   if (contains(end_ids_, token)) {
     d.finished = true;
     d.reason = FinishReason::kStop;
-    d.stop_reason = contains(params_.stop_token_ids, token) ? std::to_string(token) : "eos";
+    d.stop_reason = contains(stop_token_ids_, token) ? std::to_string(token) : "eos";
     d.text = drain();
     return d;
   }
   if (detok_) {
-    StopStringMatcher::Result r =
-        stops_.add(detok_->push(token), num_output_ >= params_.min_tokens);
+    StopStringMatcher::Result r = stops_.add(detok_->push(token), num_output_ >= min_tokens_);
     d.text = std::move(r.text);
     if (r.matched) {
       d.finished = true;
@@ -50,7 +52,7 @@ OutputDelta OutputProcessor::add_token(TokenId token) {
       return d;
     }
   }
-  if (num_output_ >= params_.max_tokens) {
+  if (num_output_ >= max_tokens_) {
     d.finished = true;
     d.reason = FinishReason::kLength;
     d.text += drain();

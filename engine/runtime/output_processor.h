@@ -44,8 +44,10 @@ class OutputProcessor {
  private:
   std::string drain();  // releases everything held back
 
-  SamplingParams params_;
-  std::vector<TokenId> eos_ids_;
+  // Of the request's parameters, what the processing reads after construction.
+  int32_t min_tokens_ = 0;
+  int32_t max_tokens_ = 0;
+  std::vector<TokenId> stop_token_ids_;
   std::vector<TokenId> end_ids_;
   std::optional<IncrementalDetokenizer> detok_;
   StopStringMatcher stops_;
