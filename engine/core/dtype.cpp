@@ -66,12 +66,6 @@ std::optional<DType> dtype_from_ggml(uint32_t ggml_type) {
   return std::nullopt;
 }
 
-uint32_t dtype_to_ggml(DType t) {
-  for (const GgmlId& g : kGgml)
-    if (g.type == t) return g.id;
-  return UINT32_MAX;
-}
-
 std::string_view ggml_type_name(uint32_t id) {
   static constexpr std::array<std::string_view, 40> kNames = {
       "f32",   "f16",        "q4_0",       "q4_1",       "q4_2",     "q4_3",     "q5_0",
@@ -93,29 +87,6 @@ std::optional<DType> dtype_from_safetensors(std::string_view s) {
   if (s == "I64") return DType::kI64;
   if (s == "U8") return DType::kU8;
   return std::nullopt;
-}
-
-std::string_view dtype_to_safetensors(DType t) {
-  switch (t) {
-    case DType::kF32:
-      return "F32";
-    case DType::kF16:
-      return "F16";
-    case DType::kBF16:
-      return "BF16";
-    case DType::kF8E4M3:
-      return "F8_E4M3";
-    case DType::kI8:
-      return "I8";
-    case DType::kI32:
-      return "I32";
-    case DType::kI64:
-      return "I64";
-    case DType::kU8:
-      return "U8";
-    default:
-      return "";
-  }
 }
 
 std::optional<DType> parse_float_dtype(std::string_view s) {

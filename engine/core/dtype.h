@@ -51,15 +51,13 @@ std::optional<int64_t> dtype_bytes(DType t, int64_t num_elements);
 // Average bits per weight, for memory estimates (q4_1: 5.0, bf16: 16).
 double dtype_bits_per_element(DType t);
 
-// ggml type ids (GGUF tensor infos) <-> DType. nullopt for types Lathe does not support.
+// ggml type ids (GGUF tensor infos) -> DType. nullopt for types Lathe does not support.
 std::optional<DType> dtype_from_ggml(uint32_t ggml_type);
-uint32_t dtype_to_ggml(DType t);
 // The name ggml uses for an id, also for unsupported ones ("q2_K", "iq4_xs"), for error messages.
 std::string_view ggml_type_name(uint32_t ggml_type);
 
-// safetensors dtype strings ("F16", "BF16", "F8_E4M3", ...) <-> DType.
+// safetensors dtype strings ("F16", "BF16", "F8_E4M3", ...) -> DType.
 std::optional<DType> dtype_from_safetensors(std::string_view s);
-std::string_view dtype_to_safetensors(DType t);
 
 // Parses user-facing names: "f32", "float32", "f16", "float16", "half", "bf16", "bfloat16".
 std::optional<DType> parse_float_dtype(std::string_view s);
