@@ -1,8 +1,8 @@
 // Paged prefill attention through FlashInfer's FA2 kernels (tensor cores, mma.sync), behind Lathe's
 // own interface. Same contract as paged_attention.h (causal, GQA, queries attending to cached
 // prefix pages: chunked prefill and prefix-cache hits), for steps whose queries are longer than one
-// token; decode steps use Lathe's split-KV kernel, which needs no host-side planning and is
-// therefore CUDA-graph friendly.
+// token; decode steps use decode_attention.h (or the split-KV kernel of paged_attention.h), which
+// need no host-side planning and are therefore CUDA-graph friendly.
 //
 // Per step: plan() once on the host (FlashInfer's scheduler splits query tiles and, for long
 // contexts, KV chunks; it copies its work list to the device with one asynchronous copy), then

@@ -75,10 +75,11 @@ struct PackedStep {
   bool needs_logprobs = false;
 };
 
-// Checks `in` against `limits` (the invariants the kernels rely on: ids in range, slots and pages
-// inside the cache, monotonic query_start, positions matching seq_lens) and writes it to `host`,
-// growing `host` (page-locked) when the variable part does not fit. pad_to > num_seqs pads a
-// decode-only step to a graph bucket. `device_capacity` bounds the bytes.
+// check_step: `in` against `limits`: the planned step sizes, then check_model_input()
+// (model_input_check.h: ids in range, slots and pages inside the cache, monotonic query_start,
+// positions matching seq_lens). pack_step: writes `in` to `host` (host_capacity bytes; the caller
+// grows it first with step_bytes()). pad_to > num_seqs pads a decode-only step to a graph bucket.
+// `device_capacity` bounds the bytes.
 Status check_step(const ModelInput& in, const StepLimits& limits);
 Status pack_step(const ModelInput& in, const StepLimits& limits, int32_t pad_to, bool graph_rows,
                  uint8_t* host, int64_t host_capacity, int64_t device_capacity, PackedStep* out);
