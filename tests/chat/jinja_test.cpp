@@ -115,7 +115,7 @@ class JinjaTest : public QObject {
     static const Dict context = fixture_context();
     const Rendered r = render(source.toStdString(), context);
     if (error.isEmpty()) {
-      QVERIFY2(r.status.is_ok(), r.status.message().c_str());
+      LATHE_QVERIFY_OK(r.status);
       QCOMPARE(QString::fromStdString(r.text), expected);
       return;
     }
@@ -220,7 +220,7 @@ class JinjaTest : public QObject {
     QVERIFY2(r.status.message().rfind("line 2, column ", 0) == 0, r.status.message().c_str());
 
     r = render("{{ 'text' | int(base=99) }}");  // Jinja: int() fails, so the default
-    QVERIFY2(r.status.is_ok(), r.status.message().c_str());
+    LATHE_QVERIFY_OK(r.status);
     QCOMPARE(r.text, std::string("0"));
     r = render("{{ 'a'.no_such_method() }}");
     QVERIFY_FAILS_WITH(r, ErrorCode::kInvalidArgument,
@@ -306,7 +306,7 @@ class JinjaTest : public QObject {
         "{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = [ns.l] %}{% "
         "endfor %}"
         "{{ ns.l | length }}");
-    QVERIFY2(r.status.is_ok(), r.status.message().c_str());
+    LATHE_QVERIFY_OK(r.status);
     QCOMPARE(r.text, std::string("1"));
     r = render(
         "{% set ns = namespace(l=[]) %}{% for i in range(100000) %}{% set ns.l = [ns.l] %}{% "
@@ -322,7 +322,7 @@ class JinjaTest : public QObject {
 
   void self_referencing_namespace_renders() {
     const Rendered r = render("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}");
-    QVERIFY2(r.status.is_ok(), r.status.message().c_str());
+    LATHE_QVERIFY_OK(r.status);
     QCOMPARE(r.text, std::string("<Namespace {'me': <Namespace ...>}>"));
   }
 
@@ -330,7 +330,7 @@ class JinjaTest : public QObject {
 
   void strftime_now_uses_the_clock_when_now_is_unset() {
     auto t = Template::parse("{{ strftime_now('%Y-%m-%d') }}");
-    QVERIFY(t.is_ok());
+    LATHE_QVERIFY_RESULT(t);
     auto out = (*t)->render({});
     LATHE_QVERIFY_RESULT(out);
     const std::time_t now = std::time(nullptr);
@@ -345,7 +345,7 @@ class JinjaTest : public QObject {
     Dict vars;
     vars.set(Value("range"), Value("not a function"));
     const Rendered r = render("{{ range }}", vars);
-    QVERIFY2(r.status.is_ok(), r.status.message().c_str());
+    LATHE_QVERIFY_OK(r.status);
     QCOMPARE(r.text, std::string("not a function"));
   }
 
@@ -354,7 +354,7 @@ class JinjaTest : public QObject {
         "{% set ns = namespace(n=0) %}{% for i in range(200) %}{% set ns.n = ns.n + i %}{% endfor "
         "%}"
         "{{ ns.n }}-{{ who }}");
-    QVERIFY(t.is_ok());
+    LATHE_QVERIFY_RESULT(t);
     std::shared_ptr<const Template> tmpl = *t;
     std::vector<std::string> outputs(8);
     std::vector<std::thread> threads;

@@ -378,7 +378,7 @@ class ServerHttpTest : public QObject {
     QVERIFY(is_openai_error(big.body));
     // No Content-Length: 411, at once.
     auto conn = HttpConnection::connect(url);
-    QVERIFY(conn.is_ok());
+    LATHE_QVERIFY_RESULT(conn);
     LATHE_QVERIFY_OK(conn.value()->send_raw("POST /v1/completions HTTP/1.1\r\nHost: x\r\n\r\n"));
     Result<HttpClientResponse> r = conn.value()->read_response("POST", 5000);
     LATHE_QVERIFY_RESULT(r);
@@ -462,7 +462,7 @@ class ServerHttpTest : public QObject {
     const int64_t aborted_before = engine_->num_aborted();
     {
       auto conn = HttpConnection::connect(url_);
-      QVERIFY(conn.is_ok());
+      LATHE_QVERIFY_RESULT(conn);
       HttpClientRequest req;
       req.method = "POST";
       req.path = "/v1/completions";
