@@ -15,16 +15,17 @@
 #   4. lathe_cuda_bench on Llama-3.1-8B shape, BF16, dummy weights: batch-1 latency (512 in, 128 out),
 #      one 2048-token prefill, decode tok/s at batch 1/8/32/64/128/256, the decode-step profile, and
 #      offline throughput (1000 x 1024 in / 128 out)
-#   4b. A/B in the same run: the old decode paths (batch-1 latency, decode B1/B64), PDL off, gemv weights after the wait,
-#      decode attention splits of >= 64 and >= 32 positions, own
-#      prefill attention
+#   4b. A/B in the same run: the old decode paths (batch-1 latency, decode B1/B64), PDL off, gemv's
+#      SwiGLU and RoPE/KV epilogues off and on; earlier runs' A/Bs (gemv weights after the wait,
+#      decode attention split lengths, own prefill attention) are in docs/gpu-notes.md and can be
+#      repeated by hand with their switches
 #   5. the engine's own `lathe bench latency` and `lathe bench throughput` (issue 4's commands)
 #   6. compute-sanitizer memcheck on a subset of the op and attention tests (when time remains)
 # The last lines printed are a summary table (the device tool returns the last 12,000 characters).
 # Environment: LATHE_GPU_BUNDLE (default .devbin/lathe-gpu.tar.xz), LATHE_GPU_BUDGET_S (default 540),
 # LATHE_BENCH_ARGS (extra lathe_cuda_bench arguments), LATHE_SKIP (any of: tests bench cli sanitizer),
 # and the backend's switches (LATHE_CUDA_FUSED, LATHE_CUDA_FUSED_ROPE, LATHE_CUDA_DECODE_ATTENTION,
-# LATHE_CUDA_PDL; docs/gpu-notes.md), which pass through to every step.
+# LATHE_CUDA_PDL, LATHE_CUDA_GEMV_EPILOGUES; docs/gpu-notes.md), which pass through to every step.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -193,25 +194,21 @@ if [[ " $SKIP " != *" bench "* ]] && [ "$(left)" -gt 200 ]; then
     --gemm-tflops "${GEMM:-0}" --skip prefill,decode,profile,throughput > "$OUT/bench-nopdl.txt" 2>&1
   log "exit $?"
   SUMMARY+=("A/B without PDL: $(grep '^batch-1 decode' "$OUT/bench-nopdl.txt")")
-  log "== A/B: LATHE_CUDA_GEMV_EARLY=0 (gemv weights after griddepcontrol.wait; latency and decode B1/B8)"
-  LATHE_CUDA_GEMV_EARLY=0 timeout 90 "$BIN/lathe_cuda_bench" --model benchmarks/configs/llama-3.1-8b \
-    --copy-gbps "${COPY:-0}" --gemm-tflops "${GEMM:-0}" --decode 1,8 --skip prefill,profile,throughput \
-    > "$OUT/bench-gemv-late.txt" 2>&1
-  log "exit $?"
-  SUMMARY+=("A/B gemv weights after the wait: $(grep '^batch-1 decode' "$OUT/bench-gemv-late.txt") | $(grep '^decode tok/s' "$OUT/bench-gemv-late.txt")")
-  for st in 64 32; do
-    log "== A/B: LATHE_CUDA_DECODE_SPLIT_TOKENS=$st (decode attention splits of >= $st positions; latency, decode B1/B8/B64)"
-    LATHE_CUDA_DECODE_SPLIT_TOKENS=$st timeout 90 "$BIN/lathe_cuda_bench" --model benchmarks/configs/llama-3.1-8b \
-      --copy-gbps "${COPY:-0}" --gemm-tflops "${GEMM:-0}" --decode 1,8,64 --skip prefill,profile,throughput \
-      > "$OUT/bench-split$st.txt" 2>&1
+  # gemv's SwiGLU and RoPE/KV epilogues (unfused layers at batch <= 4) off and on, twice each,
+  # interleaved against drift.
+  ab() {  # name, env assignments...
+    local name=$1; shift
+    log "== A/B: $* (latency, decode B1/B8)"
+    env "$@" timeout 90 "$BIN/lathe_cuda_bench" --model benchmarks/configs/llama-3.1-8b \
+      --copy-gbps "${COPY:-0}" --gemm-tflops "${GEMM:-0}" --decode 1,8 --skip prefill,profile,throughput \
+      > "$OUT/bench-$name.txt" 2>&1
     log "exit $?"
-    SUMMARY+=("A/B decode attention splits >= $st positions: $(grep '^batch-1 decode' "$OUT/bench-split$st.txt") | $(grep '^decode tok/s' "$OUT/bench-split$st.txt")")
-  done
-  log "== A/B: LATHE_CUDA_ATTENTION=own (prefill only)"
-  LATHE_CUDA_ATTENTION=own timeout 90 "$BIN/lathe_cuda_bench" --model benchmarks/configs/llama-3.1-8b \
-    --copy-gbps "${COPY:-0}" --gemm-tflops "${GEMM:-0}" --skip latency,decode,profile,throughput > "$OUT/bench-own-attn.txt" 2>&1
-  log "exit $?"
-  SUMMARY+=("A/B own prefill attention: $(grep '^prefill' "$OUT/bench-own-attn.txt")")
+    SUMMARY+=("A/B $*: $(grep '^batch-1 decode' "$OUT/bench-$name.txt") | $(grep '^decode tok/s' "$OUT/bench-$name.txt")")
+  }
+  ab epilogues-off1 LATHE_CUDA_GEMV_EPILOGUES=0
+  ab epilogues-on1 LATHE_CUDA_GEMV_EPILOGUES=1
+  ab epilogues-off2 LATHE_CUDA_GEMV_EPILOGUES=0
+  ab epilogues-on2 LATHE_CUDA_GEMV_EPILOGUES=1
 fi
 
 # 5. The engine's own benchmark commands (issue 4), when the CLI was packed.

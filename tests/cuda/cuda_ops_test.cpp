@@ -520,6 +520,105 @@ class CudaOpsTest : public QObject {
     }
   }
 
+  // gemv's SwiGLU and RoPE/KV epilogues (gemv.h) against the unfused sequence they replace (gemv
+  // storing the projection, then swiglu / qkv_rope_kv), bit for bit: outputs and both caches, for
+  // M = 1..4, both dtypes and RoPE styles, with and without bias, a skipped (negative) slot; on a
+  // stream, as the runner launches them. Then the arguments they refuse.
+  void gemv_epilogues_match_unfused() {
+    LATHE_REQUIRE_GPU();
+    cudaStream_t st = nullptr;
+    LATHE_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    const int64_t k = 576, inter = 999, hq = 4, hkv = 2, block_size = 16, num_blocks = 8;
+    const int64_t cache_elems = num_blocks * block_size * hkv * 128;
+    for (DType t : {DType::kBF16, DType::kF16}) {
+      Dev d_wg = Dev::from(encode16(t, random_floats(2 * inter * k, 41, -0.05f, 0.05f)));
+      for (int64_t m = 1; m <= cuda::kGemvEpilogueMaxM; ++m) {
+        Dev d_x = Dev::from(encode16(t, random_floats(m * k, 42 + static_cast<uint32_t>(m))));
+        // SwiGLU.
+        Dev d_gu = Dev::poisoned(m * 2 * inter * 2), d_ref = Dev::poisoned(m * inter * 2),
+            d_act = Dev::poisoned(m * inter * 2);
+        LATHE_QVERIFY_OK(cuda::gemv(t, t, d_x.get(), d_wg.get(), d_gu.get(), m, 2 * inter, k, st));
+        LATHE_QVERIFY_OK(cuda::swiglu(t, d_gu.get(), d_ref.get(), m, inter, st));
+        LATHE_QVERIFY_OK(cuda::gemv(t, t, d_x.get(), d_wg.get(), d_act.get(), m, 2 * inter, k, st,
+                                    cuda::GemvOutput::kSwiglu));
+        LATHE_CUDA_CHECK(cudaStreamSynchronize(st));
+        QVERIFY(d_act.download<uint16_t>(m * inter) == d_ref.download<uint16_t>(m * inter));
+        // RoPE/KV.
+        for (int64_t d : {int64_t{64}, int64_t{128}}) {
+          const int64_t n = (hq + 2 * hkv) * d;
+          Dev d_w = Dev::from(encode16(t, random_floats(n * k, 43, -0.05f, 0.05f)));
+          std::vector<float> inv(d / 2);
+          for (int64_t i = 0; i < d / 2; ++i)
+            inv[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / d));
+          Dev d_inv = Dev::from(inv), d_qb = Dev::from(random_floats(hq * d, 44)),
+              d_kb = Dev::from(random_floats(hkv * d, 45)),
+              d_vb = Dev::from(random_floats(hkv * d, 46));
+          std::vector<int32_t> pos = {7, 1023, 31000, 2};
+          std::vector<int64_t> slot_ids = {5, -1, 77, 12};
+          pos.resize(m), slot_ids.resize(m);
+          Dev d_pos = Dev::from(pos), d_slots = Dev::from(slot_ids);
+          for (RopeStyle rs : {RopeStyle::kNeox, RopeStyle::kInterleaved}) {
+            for (bool bias : {false, true}) {
+              const std::vector<uint16_t> fill =
+                  encode16(t, std::vector<float>(cache_elems, 0.25f));
+              Dev kc_ref = Dev::from(fill), vc_ref = Dev::from(fill), kc = Dev::from(fill),
+                  vc = Dev::from(fill);
+              Dev y_ref = Dev::poisoned(m * n * 2), y = Dev::poisoned(m * n * 2);
+              LATHE_QVERIFY_OK(cuda::gemv(t, t, d_x.get(), d_w.get(), y_ref.get(), m, n, k, st));
+              cuda::QkvRopeKvArgs rk;
+              rk.qkv = y_ref.get();
+              rk.num_tokens = m, rk.num_heads = hq, rk.num_kv_heads = hkv, rk.head_dim = d;
+              rk.positions = d_pos.as<int32_t>();
+              rk.inv_freq = d_inv.as<float>();
+              rk.style = rs;
+              if (bias)
+                rk.q_bias = d_qb.as<float>(), rk.k_bias = d_kb.as<float>(),
+                rk.v_bias = d_vb.as<float>();
+              rk.k_cache = kc_ref.get(), rk.v_cache = vc_ref.get();
+              rk.slot_mapping = d_slots.as<int64_t>();
+              rk.dtype = t;
+              LATHE_QVERIFY_OK(cuda::qkv_rope_kv(rk, st));
+              cuda::GemvRopeKv rp;
+              rp.num_heads = hq, rp.num_kv_heads = hkv, rp.head_dim = static_cast<int32_t>(d);
+              rp.positions = rk.positions, rp.inv_freq = rk.inv_freq, rp.style = rs;
+              rp.q_bias = rk.q_bias, rp.k_bias = rk.k_bias, rp.v_bias = rk.v_bias;
+              rp.k_cache = kc.get(), rp.v_cache = vc.get(), rp.slot_mapping = rk.slot_mapping;
+              LATHE_QVERIFY_OK(cuda::gemv(t, t, d_x.get(), d_w.get(), y.get(), m, n, k, st,
+                                          cuda::GemvOutput::kRopeKv, rp));
+              LATHE_CUDA_CHECK(cudaStreamSynchronize(st));
+              const QString what = QString("m=%1 d=%2 style=%3 bias=%4")
+                                       .arg(m)
+                                       .arg(d)
+                                       .arg(static_cast<int>(rs))
+                                       .arg(bias);
+              QVERIFY2(y.download<uint16_t>(m * n) == y_ref.download<uint16_t>(m * n),
+                       qPrintable(what));
+              QVERIFY2(kc.download<uint16_t>(cache_elems) == kc_ref.download<uint16_t>(cache_elems),
+                       qPrintable(what));
+              QVERIFY2(vc.download<uint16_t>(cache_elems) == vc_ref.download<uint16_t>(cache_elems),
+                       qPrintable(what));
+            }
+          }
+        }
+      }
+    }
+    // Refused: each with a message naming what is wrong.
+    Dev d_x = Dev::from(encode16(DType::kBF16, random_floats(5 * k, 47)));
+    Dev d_w = Dev::from(encode16(DType::kBF16, random_floats(2 * inter * k, 48)));
+    Dev d_y = Dev::poisoned(5 * 2 * inter * 4);
+    auto refused = [&](DType out, int64_t m, int64_t n, cuda::GemvOutput o, const char* words) {
+      const Status s = cuda::gemv(DType::kBF16, out, d_x.get(), d_w.get(), d_y.get(), m, n, k, st,
+                                  o, cuda::GemvRopeKv{});
+      return !s.is_ok() && s.message().find(words) != std::string::npos;
+    };
+    QVERIFY(refused(DType::kBF16, 5, 2 * inter, cuda::GemvOutput::kSwiglu, "M <= 4"));
+    QVERIFY(refused(DType::kF32, 1, 2 * inter, cuda::GemvOutput::kSwiglu, "16-bit output"));
+    QVERIFY(refused(DType::kBF16, 1, 2 * inter - 1, cuda::GemvOutput::kSwiglu, "even n"));
+    QVERIFY(refused(DType::kBF16, 1, 2 * inter, cuda::GemvOutput::kRopeKv, "RoPE/KV output needs"));
+    QVERIFY(refused(DType::kBF16, 1, 2 * inter, cuda::GemvOutput::kResidualAdd, "residual-add"));
+    LATHE_CUDA_CHECK(cudaStreamDestroy(st));
+  }
+
   void cast_rounds_like_the_host() {
     LATHE_REQUIRE_GPU();
     const std::vector<float> src = random_floats(10007, 16, -70000.f, 70000.f);

@@ -135,6 +135,8 @@ Status CudaModelRunner::init(const LoadedModel& model, const CudaRunnerOptions& 
   const char* fused = std::getenv("LATHE_CUDA_FUSED");
   fused_allowed_ = !(fused != nullptr && std::string_view(fused) == "0");
   fused_forced_ = fused != nullptr && std::string_view(fused) == "1";
+  const char* epilogues = std::getenv("LATHE_CUDA_GEMV_EPILOGUES");
+  gemv_epilogues_ = !(epilogues != nullptr && std::string_view(epilogues) == "0");
   const char* fused_rope = std::getenv("LATHE_CUDA_FUSED_ROPE");
   fused_rope_allowed_ = !(fused_rope != nullptr && std::string_view(fused_rope) == "0");
   hooks_ = fused_decode_test_hooks();

@@ -203,7 +203,10 @@ class CudaModelRunner final : public ModelRunner {
   bool fused_allowed_ = true;                                     // LATHE_CUDA_FUSED != 0
   bool fused_forced_ = false;       // LATHE_CUDA_FUSED == 1: wherever it fits, untimed
   bool fused_rope_allowed_ = true;  // LATHE_CUDA_FUSED_ROPE != 0
-  FusedDecodeTestHooks hooks_;      // tests only (fused_decode_check.h)
+  // Unfused layers at M <= kGemvEpilogueMaxM: RoPE/KV and SwiGLU in the gemv epilogues
+  // (gemv_epilogue.h) where gemv serves; LATHE_CUDA_GEMV_EPILOGUES=0 keeps the separate kernels.
+  bool gemv_epilogues_ = true;
+  FusedDecodeTestHooks hooks_;  // tests only (fused_decode_check.h)
   std::array<FusedDecodeChoice, kDecodeGemvMaxM + 1> fused_{};
   std::vector<FusedDecodeChoice> fused_report_;
 

@@ -9,6 +9,7 @@
 #include "engine/backend/cuda/cuda_model_runner.h"
 #include "engine/backend/cuda/decode_attention.h"
 #include "engine/backend/cuda/embedding.h"
+#include "engine/backend/cuda/gemv.h"
 #include "engine/backend/cuda/paged_attention.h"
 #include "engine/backend/cuda/qkv_rope_kv.h"
 #include "engine/backend/cuda/swiglu.h"
@@ -157,34 +158,42 @@ Status CudaModelRunner::layer(const StepArrays& d, int64_t li, int32_t t, int32_
   norm.dim = h;
   norm.eps = eps;
   norm.dtype = dt;
+  // RoPE and the KV write in a QKV epilogue (no QK norm): decode_gemv's (fused QKV) or gemv's.
+  GemvRopeKv rp;
+  rp.num_heads = static_cast<int32_t>(hq);
+  rp.num_kv_heads = static_cast<int32_t>(hkv);
+  rp.head_dim = static_cast<int32_t>(hd);
+  rp.positions = d.positions;
+  rp.inv_freq = inv_freq_.as<float>();
+  rp.style = rope_style;
+  rp.q_bias = L.q_bias, rp.k_bias = L.k_bias, rp.v_bias = L.v_bias;
+  rp.k_cache = k_cache, rp.v_cache = v_cache;
+  rp.slot_mapping = d.slot_mapping;
+  const LinearWeight qkv_w{L.qkv, qkv_dim, h, "qkv_proj"};
   const bool rope_fused = fp.qkv && fused->rope;
+  const bool rope_epilogue = !fp.qkv && gemv_epilogues_ && t <= kGemvEpilogueMaxM &&
+                             L.q_norm == nullptr && L.k_norm == nullptr &&
+                             linear_->use_gemv(qkv_w, dt, t);
   if (fp.qkv) {
     g.w = L.qkv, g.n = qkv_dim, g.k = h;
     g.input = GemvInput::kRmsNorm, g.norm_weight = L.attn_norm, g.row_index = nullptr;
     g.output = rope_fused ? GemvOutput::kRopeKv : GemvOutput::kStore, g.y = qkv_.get();
-    if (rope_fused) {
-      GemvRopeKv& rp = g.rope;
-      rp.num_heads = static_cast<int32_t>(hq);
-      rp.num_kv_heads = static_cast<int32_t>(hkv);
-      rp.head_dim = static_cast<int32_t>(hd);
-      rp.positions = d.positions;
-      rp.inv_freq = inv_freq_.as<float>();
-      rp.style = rope_style;
-      rp.q_bias = L.q_bias, rp.k_bias = L.k_bias, rp.v_bias = L.v_bias;
-      rp.k_cache = k_cache, rp.v_cache = v_cache;
-      rp.slot_mapping = d.slot_mapping;
-    }
+    if (rope_fused) g.rope = rp;
     g.blocks_per_sm = fused->blocks_per_sm[0];
     LATHE_RETURN_IF_ERROR(decode_gemv(g, stream_));
   } else {
     LATHE_RETURN_IF_ERROR(add_rms_norm(norm, stream_));
     LATHE_RETURN_IF_ERROR(mark(Phase::kNorm));
-    LATHE_RETURN_IF_ERROR(linear_->run(LinearWeight{L.qkv, qkv_dim, h, "qkv_proj"}, dt,
-                                       xnorm_.get(), qkv_.get(), t, stream_));
+    if (rope_epilogue) {
+      LATHE_RETURN_IF_ERROR(gemv(dt, dt, xnorm_.get(), L.qkv, qkv_.get(), t, qkv_dim, h, stream_,
+                                 GemvOutput::kRopeKv, rp));
+    } else {
+      LATHE_RETURN_IF_ERROR(linear_->run(qkv_w, dt, xnorm_.get(), qkv_.get(), t, stream_));
+    }
   }
   LATHE_RETURN_IF_ERROR(mark(Phase::kQkvGemm));
 
-  if (!rope_fused) {
+  if (!rope_fused && !rope_epilogue) {
     QkvRopeKvArgs rk;
     rk.qkv = qkv_.get();
     rk.num_tokens = t;
@@ -235,11 +244,17 @@ Status CudaModelRunner::layer(const StepArrays& d, int64_t li, int32_t t, int32_
     norm.weight = L.ffn_norm;
     LATHE_RETURN_IF_ERROR(add_rms_norm(norm, stream_));
     LATHE_RETURN_IF_ERROR(mark(Phase::kNorm));
-    LATHE_RETURN_IF_ERROR(linear_->run(LinearWeight{L.gate_up, 2 * ffn, h, "gate_up_proj"}, dt,
-                                       xnorm_.get(), gate_up_.get(), t, stream_));
-    LATHE_RETURN_IF_ERROR(mark(Phase::kGateUpGemm));
-    LATHE_RETURN_IF_ERROR(swiglu(dt, gate_up_.get(), act_.get(), t, ffn, stream_));
-    LATHE_RETURN_IF_ERROR(mark(Phase::kSwiglu));
+    const LinearWeight gate_up_w{L.gate_up, 2 * ffn, h, "gate_up_proj"};
+    if (gemv_epilogues_ && t <= kGemvEpilogueMaxM && linear_->use_gemv(gate_up_w, dt, t)) {
+      LATHE_RETURN_IF_ERROR(gemv(dt, dt, xnorm_.get(), L.gate_up, act_.get(), t, 2 * ffn, h,
+                                 stream_, GemvOutput::kSwiglu));
+      LATHE_RETURN_IF_ERROR(mark(Phase::kGateUpGemm));
+    } else {
+      LATHE_RETURN_IF_ERROR(linear_->run(gate_up_w, dt, xnorm_.get(), gate_up_.get(), t, stream_));
+      LATHE_RETURN_IF_ERROR(mark(Phase::kGateUpGemm));
+      LATHE_RETURN_IF_ERROR(swiglu(dt, gate_up_.get(), act_.get(), t, ffn, stream_));
+      LATHE_RETURN_IF_ERROR(mark(Phase::kSwiglu));
+    }
   }
 
   if (fp.down) {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "engine/backend/cuda/cuda_common.h"
+#include "engine/backend/cuda/gemv_epilogue.cuh"
 #include "engine/backend/cuda/kernel_utils.cuh"
 
 namespace lathe::cuda {
@@ -23,83 +24,11 @@ struct Params {
   const float* residual;
   const float* norm_weight;
   const int32_t* row_index;
-  void* y;
   float* residual_out;
-  int32_t n, k;
-  int32_t pair_stride;  // kSwiglu: task t covers rows t and t + pair_stride; else rows 2t, 2t + 1
+  int32_t k;
   float eps;
-  // kRopeKv (GemvRopeKv): rows of q heads, then k heads, then v heads, head_dim each.
-  const int32_t* positions;
-  const float* inv_freq;
-  const float* q_bias;
-  const float* k_bias;
-  const float* v_bias;
-  void* k_cache;
-  void* v_cache;
-  const int64_t* slot_mapping;
-  int32_t num_heads, num_kv_heads, head_dim;
-  int32_t neox;  // 1: pairs (i, i + head_dim / 2); 0: (2i, 2i + 1)
+  PairOut out;  // y, n and the SwiGLU / RoPE-KV epilogues (gemv_epilogue.cuh)
 };
-
-// The two output rows of task t.
-template <GemvOutput OUT>
-__device__ __forceinline__ void task_rows(const Params& p, int t, int& r0, int& r1) {
-  if constexpr (OUT == GemvOutput::kSwiglu) {
-    r0 = t, r1 = t + p.pair_stride;
-  } else if constexpr (OUT == GemvOutput::kRopeKv) {
-    // Rotation pairs of the q and k heads first, then pairs of adjacent v rows.
-    const int half = p.head_dim / 2;
-    const int rope_tasks = (p.num_heads + p.num_kv_heads) * half;
-    if (t < rope_tasks && p.neox) {
-      const int h = t / half;
-      r0 = h * p.head_dim + (t - h * half), r1 = r0 + half;
-    } else {
-      r0 = 2 * t, r1 = r0 + 1;
-    }
-  } else {
-    r0 = 2 * t, r1 = r0 + 1;
-  }
-}
-
-// kRopeKv for token m of a task whose rows r0 < r1 hold acc0, acc1 (qkv_rope_kv's arithmetic on
-// the rounded projection: + bias, rotation with cos/sin in double, one rounding).
-template <typename T>
-__device__ __forceinline__ void rope_kv_epilogue(const Params& p, int m, int r0, int r1, float acc0,
-                                                 float acc1) {
-  const int d = p.head_dim;
-  const int qk_rows = (p.num_heads + p.num_kv_heads) * d;
-  const T y0 = from_float<T>(acc0), y1 = from_float<T>(acc1);
-  T* y = static_cast<T*>(p.y) + static_cast<int64_t>(m) * p.n;
-  const int64_t slot = p.slot_mapping[m];
-  if (r0 >= qk_rows) {  // v: stored as projected (qkv_rope_kv leaves v without bias there)
-    y[r0] = y0, y[r1] = y1;
-    if (slot < 0) return;
-    const int vh = (r0 - qk_rows) / d, i0 = r0 - qk_rows - vh * d, i1 = i0 + 1;
-    float v0 = to_float(y0), v1 = to_float(y1);
-    if (p.v_bias != nullptr) v0 += p.v_bias[vh * d + i0], v1 += p.v_bias[vh * d + i1];
-    T* dst = static_cast<T*>(p.v_cache) + (slot * p.num_kv_heads + vh) * d;
-    dst[i0] = from_float<T>(v0), dst[i1] = from_float<T>(v1);
-    return;
-  }
-  const int h = r0 / d, i0 = r0 - h * d, i1 = r1 - h * d;
-  const bool is_q = h < p.num_heads;
-  float x0 = to_float(y0), x1 = to_float(y1);
-  const float* bias = is_q ? p.q_bias : p.k_bias;
-  if (bias != nullptr) {
-    const int hb = is_q ? h : h - p.num_heads;
-    x0 += bias[hb * d + i0], x1 += bias[hb * d + i1];
-  }
-  const int fi = p.neox ? i0 : i0 / 2;
-  const float angle = static_cast<float>(p.positions[m]) * p.inv_freq[fi];
-  const float c = static_cast<float>(cos(static_cast<double>(angle)));
-  const float s = static_cast<float>(sin(static_cast<double>(angle)));
-  const T o0 = from_float<T>(__fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s)));
-  const T o1 = from_float<T>(__fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s)));
-  y[r0] = o0, y[r1] = o1;
-  if (is_q || slot < 0) return;
-  T* dst = static_cast<T*>(p.k_cache) + (slot * p.num_kv_heads + (h - p.num_heads)) * d;
-  dst[i0] = o0, dst[i1] = o1;
-}
 
 // 16 bytes of weights that are read exactly once: not kept in L1.
 __device__ __forceinline__ uint4 load_stream(const void* p) {
@@ -241,7 +170,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_kernel(const Params p
   const int64_t k = p.k;
   const int kv = p.k / 8;
   const int chunks = (kv + kChunk - 1) / kChunk;
-  const int tasks = OUT == GemvOutput::kSwiglu ? p.pair_stride : (p.n + kRows - 1) / kRows;
+  const int tasks = OUT == GemvOutput::kSwiglu ? p.out.pair_stride : (p.out.n + kRows - 1) / kRows;
   const int nw = gridDim.x * kWarps;
   const T* w = static_cast<const T*>(p.w);
 
@@ -250,11 +179,11 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_kernel(const Params p
   auto issue = [&](uint4(&b)[kRows][kVecs]) {
     if (ld_task >= tasks) return;
     int rows[kRows];
-    task_rows<OUT>(p, ld_task, rows[0], rows[1]);
+    task_rows<OUT>(p.out, ld_task, rows[0], rows[1]);
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       const int row = rows[r];
-      const bool row_ok = row < p.n;
+      const bool row_ok = row < p.out.n;
       const T* wr = w + (row_ok ? static_cast<int64_t>(row) : 0) * k;
 #pragma unroll
       for (int u = 0; u < kVecs; ++u) {
@@ -303,7 +232,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_kernel(const Params p
     // The task's rows are complete: reduce over the warp (every lane gets the sums), lane 0 stores
     // (lane m handles token m in the RoPE epilogue).
     int rows[kRows];
-    task_rows<OUT>(p, task, rows[0], rows[1]);
+    task_rows<OUT>(p.out, task, rows[0], rows[1]);
     if constexpr (OUT == GemvOutput::kRopeKv) {
       float s0 = 0.f, s1 = 0.f;
 #pragma unroll
@@ -312,7 +241,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_kernel(const Params p
         acc[m][0] = acc[m][1] = 0.f;
         if (lane == m) s0 = a0, s1 = a1;
       }
-      if (lane < M) rope_kv_epilogue<T>(p, lane, rows[0], rows[1], s0, s1);
+      if (lane < M) rope_kv_epilogue<T>(p.out, lane, rows[0], rows[1], s0, s1);
     } else {
 #pragma unroll
       for (int m = 0; m < M; ++m) {
@@ -324,19 +253,17 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_kernel(const Params p
         }
         if (lane != 0) continue;
         if constexpr (OUT == GemvOutput::kSwiglu) {
-          const float g = to_float(from_float<T>(s[0])), u = to_float(from_float<T>(s[1]));
-          static_cast<T*>(p.y)[static_cast<int64_t>(m) * p.pair_stride + task] =
-              from_float<T>(silu_mul(g, u));
+          swiglu_epilogue<T>(p.out, m, task, s[0], s[1]);
         } else {
 #pragma unroll
           for (int r = 0; r < kRows; ++r) {
             const int row = rows[r];
-            if (row >= p.n) continue;
-            const int64_t o = static_cast<int64_t>(m) * p.n + row;
+            if (row >= p.out.n) continue;
+            const int64_t o = static_cast<int64_t>(m) * p.out.n + row;
             if constexpr (OUT == GemvOutput::kResidualAdd) {
               p.residual_out[o] += to_float(from_float<T>(s[r]));
             } else {
-              static_cast<OutT*>(p.y)[o] = from_float<OutT>(s[r]);
+              static_cast<OutT*>(p.out.y)[o] = from_float<OutT>(s[r]);
             }
           }
         }
@@ -455,16 +382,8 @@ Status decode_gemv(const DecodeGemvArgs& a, cudaStream_t stream) {
     return unsupported(
         "decode_gemv: instantiated for plain -> store/residual add and norm -> "
         "store/SwiGLU/RoPE");
-  if (a.output == GemvOutput::kRopeKv) {
-    const GemvRopeKv& r = a.rope;
-    if (r.head_dim <= 0 || r.head_dim % 2 != 0 || r.num_heads <= 0 || r.num_kv_heads <= 0 ||
-        a.n != static_cast<int64_t>(r.num_heads + 2 * r.num_kv_heads) * r.head_dim ||
-        r.positions == nullptr || r.inv_freq == nullptr || r.slot_mapping == nullptr ||
-        r.k_cache == nullptr || r.v_cache == nullptr)
-      return invalid_argument(
-          "decode_gemv: RoPE/KV output needs n = (heads + 2 kv heads) * even head_dim, positions, "
-          "frequencies, slots and both caches");
-  }
+  if (a.output == GemvOutput::kRopeKv)
+    LATHE_RETURN_IF_ERROR(check_rope_kv("decode_gemv", a.n, a.rope));
   if (a.output == GemvOutput::kResidualAdd ? a.residual_out == nullptr : a.y == nullptr)
     return invalid_argument("decode_gemv: no output buffer");
   if (a.output == GemvOutput::kStore && a.out_dtype != a.dtype && a.out_dtype != DType::kF32)
@@ -484,7 +403,7 @@ Status decode_gemv(const DecodeGemvArgs& a, cudaStream_t stream) {
   int per_sm = a.blocks_per_sm;
   if (per_sm == 2 && 2 * (smem + kStaticSmem + 1024) > static_cast<size_t>(facts.smem_per_sm))
     per_sm = 1;
-  const int64_t tasks = a.output == GemvOutput::kSwiglu ? a.n / 2 : ceil_div(a.n, kRows);
+  const int64_t tasks = pair_tasks(a.output, a.n);
   const int blocks = static_cast<int>(
       std::min<int64_t>(ceil_div(tasks, kWarps), static_cast<int64_t>(facts.sm_count) * per_sm));
 
@@ -494,24 +413,10 @@ Status decode_gemv(const DecodeGemvArgs& a, cudaStream_t stream) {
   p.residual = a.residual;
   p.norm_weight = a.norm_weight;
   p.row_index = a.row_index;
-  p.y = a.y;
   p.residual_out = a.residual_out;
-  p.n = static_cast<int32_t>(a.n);
   p.k = static_cast<int32_t>(a.k);
-  p.pair_stride = static_cast<int32_t>(a.output == GemvOutput::kSwiglu ? a.n / 2 : 0);
   p.eps = a.eps;
-  p.positions = a.rope.positions;
-  p.inv_freq = a.rope.inv_freq;
-  p.q_bias = a.rope.q_bias;
-  p.k_bias = a.rope.k_bias;
-  p.v_bias = a.rope.v_bias;
-  p.k_cache = a.rope.k_cache;
-  p.v_cache = a.rope.v_cache;
-  p.slot_mapping = a.rope.slot_mapping;
-  p.num_heads = a.rope.num_heads;
-  p.num_kv_heads = a.rope.num_kv_heads;
-  p.head_dim = a.rope.head_dim;
-  p.neox = a.rope.style == RopeStyle::kNeox ? 1 : 0;
+  p.out = pair_out(a.output, a.y, a.n, a.rope);
   cudaError_t err = cudaSuccess;
   LATHE_DISPATCH_ACT(a.dtype, T, { err = launch_t<T>(a, p, blocks, smem, stream); });
   if (err != cudaSuccess) return cuda_error(err, "launch of decode_gemv_kernel");

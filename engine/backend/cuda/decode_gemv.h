@@ -6,19 +6,9 @@
 //   kRmsNorm: x = rms_norm(residual[s, :]) * norm_weight   (add_rms_norm's formula without the add,
 //             s = row_index ? row_index[m] : m; residual: f32 rows of k; the sum of squares in
 //             double; x rounded to `dtype` as the unfused norm stores it)
-// and the output is one of (DecodeGemvArgs::output)
-//   kStore:       y[m, n] = acc                            (y: [m, n] of out_dtype: `dtype` or f32)
-//   kResidualAdd: residual_out[m, n] += float(round_to_dtype(acc))   (what add_rms_norm adds)
-//   kSwiglu:      n = 2 * inter (gate rows, then up rows); y[m, i] = round(silu(g) * u) with
-//                 g = float(round(acc[m, i])), u = float(round(acc[m, inter + i])) (swiglu's
-//                 formula on the values the unfused path stores; y: [m, inter] of `dtype`)
-//   kRopeKv:      the fused QKV projection's epilogue, qkv_rope_kv.h's contract without QK norm:
-//                 y = qkv [m, n] with q and k heads + bias and rotated at positions[m] (cos/sin in
-//                 double of the float angle, kNeox pairs (i, i + d/2) or kInterleaved (2i, 2i+1)),
-//                 v heads as projected; k and v (+ v bias) written to slot slot_mapping[m] of the
-//                 cache (negative: not written). Each task holds one rotation pair, so the
-//                 rotation happens on the projection's output, rounded as qkv_rope_kv reads it.
-// With these a layer's decode step is
+// and the output is one of (DecodeGemvArgs::output; gemv_epilogue.h): kStore (y: [m, n] of
+// out_dtype, `dtype` or f32), kResidualAdd (what add_rms_norm adds), kSwiglu, kRopeKv. With these a
+// layer's decode step is
 //   qkv + rope + KV write = gemv(norm(res)) ; attention ; res += gemv(attn) ;
 //   act = swiglu(gemv(norm(res))) ; res += gemv(act)
 // five kernels instead of nine, and every rounding happens where the unfused path rounds.
@@ -39,6 +29,7 @@
 
 #include <cstdint>
 
+#include "engine/backend/cuda/gemv_epilogue.h"
 #include "engine/core/dtype.h"
 #include "engine/core/status.h"
 #include "engine/model/model_config.h"
@@ -48,21 +39,6 @@ namespace lathe::cuda {
 constexpr int kDecodeGemvMaxM = 4;
 
 enum class GemvInput : int { kPlain, kRmsNorm };
-enum class GemvOutput : int { kStore, kResidualAdd, kSwiglu, kRopeKv };
-
-// kRopeKv's parameters (n = (num_heads + 2 * num_kv_heads) * head_dim).
-struct GemvRopeKv {
-  int32_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
-  const int32_t* positions = nullptr;  // [m]
-  const float* inv_freq = nullptr;     // [head_dim / 2]
-  RopeStyle style = RopeStyle::kNeox;
-  const float* q_bias = nullptr;  // [num_heads * head_dim] or null
-  const float* k_bias = nullptr;  // [num_kv_heads * head_dim] or null
-  const float* v_bias = nullptr;  // [num_kv_heads * head_dim] or null
-  void* k_cache = nullptr;        // [num_blocks, block_size, num_kv_heads, head_dim] of dtype
-  void* v_cache = nullptr;
-  const int64_t* slot_mapping = nullptr;  // [m]
-};
 
 struct DecodeGemvArgs {
   DType dtype = DType::kBF16;  // w and x (bf16 or f16)

@@ -3,6 +3,7 @@
 
 #include "engine/backend/cuda/cuda_common.h"
 #include "engine/backend/cuda/gemv.h"
+#include "engine/backend/cuda/gemv_epilogue.cuh"
 #include "engine/backend/cuda/kernel_utils.cuh"
 
 namespace lathe::cuda {
@@ -35,12 +36,15 @@ __host__ __device__ constexpr int unroll_for() {
   return M <= 2 ? 4 : (M <= 4 ? 2 : 1);
 }
 
-template <typename T, typename OutT, int M>
+// One block per task of gemv_epilogue.cuh (two output rows; kStore: rows 2t, 2t + 1).
+template <typename T, typename OutT, int M, GemvOutput OUT>
 __global__ void __launch_bounds__(kThreads)
-    gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, OutT* __restrict__ y, int64_t n,
-                int64_t k, bool early) {
+    gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, const PairOut out, int64_t k,
+                bool early) {
   constexpr int U = unroll_for<M>();
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kRows;
+  const int64_t n = out.n;
+  int rows[kRows];
+  task_rows<OUT>(out, static_cast<int>(blockIdx.x), rows[0], rows[1]);
   const int64_t kv = k / 8;
   float acc[M][kRows];
 #pragma unroll
@@ -52,8 +56,8 @@ __global__ void __launch_bounds__(kThreads)
   bool valid[kRows];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
-    valid[r] = n0 + r < n;
-    wrow[r] = w + (valid[r] ? n0 + r : n0) * k;
+    valid[r] = rows[r] < n;
+    wrow[r] = w + static_cast<int64_t>(valid[r] ? rows[r] : rows[0]) * k;
   }
   // The weights of one iteration (U vectors of kRows rows per thread), loaded one iteration ahead.
   uint4 wv[U][kRows];
@@ -109,12 +113,25 @@ __global__ void __launch_bounds__(kThreads)
       if (lane == 0) partial[warp][m * kRows + r] = s;
     }
   __syncthreads();
-  if (threadIdx.x < M * kRows) {
-    const int m = threadIdx.x / kRows, r = threadIdx.x % kRows;
-    float s = 0.f;
+  if constexpr (OUT == GemvOutput::kStore) {
+    if (threadIdx.x < M * kRows) {
+      const int m = threadIdx.x / kRows, r = threadIdx.x % kRows;
+      float s = 0.f;
 #pragma unroll
-    for (int wi = 0; wi < kThreads / 32; ++wi) s += partial[wi][threadIdx.x];
-    if (n0 + r < n) y[m * n + n0 + r] = from_float<OutT>(s);
+      for (int wi = 0; wi < kThreads / 32; ++wi) s += partial[wi][threadIdx.x];
+      if (rows[r] < n) static_cast<OutT*>(out.y)[m * n + rows[r]] = from_float<OutT>(s);
+    }
+  } else if (threadIdx.x < M) {  // thread m: both rows of token m (the same sums as kStore's)
+    const int m = threadIdx.x;
+    float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+    for (int wi = 0; wi < kThreads / 32; ++wi)
+      s0 += partial[wi][m * kRows], s1 += partial[wi][m * kRows + 1];
+    if constexpr (OUT == GemvOutput::kSwiglu) {
+      swiglu_epilogue<T>(out, m, static_cast<int>(blockIdx.x), s0, s1);
+    } else {
+      rope_kv_epilogue<T>(out, m, rows[0], rows[1], s0, s1);
+    }
   }
 }
 
@@ -127,42 +144,58 @@ bool early_weight_loads() {
   return early;
 }
 
-template <typename T, typename OutT, int M>
-cudaError_t launch(const void* x, const void* w, void* y, int64_t n, int64_t k,
+template <typename T, typename OutT, int M, GemvOutput OUT = GemvOutput::kStore>
+cudaError_t launch(const void* x, const void* w, const PairOut& out, int64_t k,
                    cudaStream_t stream) {
-  const dim3 blocks(static_cast<unsigned>(ceil_div(n, kRows)));
-  return launch_kernel(gemv_kernel<T, OutT, M>, blocks, dim3(kThreads), 0, stream,
-                       static_cast<const T*>(x), static_cast<const T*>(w), static_cast<OutT*>(y), n,
-                       k, early_weight_loads());
+  const dim3 blocks(static_cast<unsigned>(pair_tasks(OUT, out.n)));
+  return launch_kernel(gemv_kernel<T, OutT, M, OUT>, blocks, dim3(kThreads), 0, stream,
+                       static_cast<const T*>(x), static_cast<const T*>(w), out, k,
+                       early_weight_loads());
+}
+
+// The epilogues for M <= kGemvEpilogueMaxM (16-bit output).
+template <typename T, GemvOutput OUT>
+cudaError_t launch_epilogue(int64_t m, const void* x, const void* w, const PairOut& out, int64_t k,
+                            cudaStream_t stream) {
+  switch (m) {
+    case 1:
+      return launch<T, T, 1, OUT>(x, w, out, k, stream);
+    case 2:
+      return launch<T, T, 2, OUT>(x, w, out, k, stream);
+    case 3:
+      return launch<T, T, 3, OUT>(x, w, out, k, stream);
+    default:
+      return launch<T, T, 4, OUT>(x, w, out, k, stream);
+  }
 }
 
 template <typename T, typename OutT>
-cudaError_t launch_m(int64_t m, const void* x, const void* w, void* y, int64_t n, int64_t k,
+cudaError_t launch_m(int64_t m, const void* x, const void* w, const PairOut& out, int64_t k,
                      cudaStream_t stream) {
   switch (m) {
     case 1:
-      return launch<T, OutT, 1>(x, w, y, n, k, stream);
+      return launch<T, OutT, 1>(x, w, out, k, stream);
     case 2:
-      return launch<T, OutT, 2>(x, w, y, n, k, stream);
+      return launch<T, OutT, 2>(x, w, out, k, stream);
     case 3:
-      return launch<T, OutT, 3>(x, w, y, n, k, stream);
+      return launch<T, OutT, 3>(x, w, out, k, stream);
     case 4:
-      return launch<T, OutT, 4>(x, w, y, n, k, stream);
+      return launch<T, OutT, 4>(x, w, out, k, stream);
     case 5:
-      return launch<T, OutT, 5>(x, w, y, n, k, stream);
+      return launch<T, OutT, 5>(x, w, out, k, stream);
     case 6:
-      return launch<T, OutT, 6>(x, w, y, n, k, stream);
+      return launch<T, OutT, 6>(x, w, out, k, stream);
     case 7:
-      return launch<T, OutT, 7>(x, w, y, n, k, stream);
+      return launch<T, OutT, 7>(x, w, out, k, stream);
     default:
-      return launch<T, OutT, 8>(x, w, y, n, k, stream);
+      return launch<T, OutT, 8>(x, w, out, k, stream);
   }
 }
 
 }  // namespace
 
 Status gemv(DType dtype, DType out_dtype, const void* x, const void* w, void* y, int64_t m,
-            int64_t n, int64_t k, cudaStream_t stream) {
+            int64_t n, int64_t k, cudaStream_t stream, GemvOutput output, const GemvRopeKv& rope) {
   if (!is_act_dtype(dtype)) return invalid_argument("gemv: dtype must be bf16 or f16");
   if (out_dtype != dtype && out_dtype != DType::kF32)
     return invalid_argument("gemv: output must be the input dtype or f32");
@@ -170,11 +203,29 @@ Status gemv(DType dtype, DType out_dtype, const void* x, const void* w, void* y,
   if (k % 8 != 0 || reinterpret_cast<uintptr_t>(x) % 16 != 0 ||
       reinterpret_cast<uintptr_t>(w) % 16 != 0)
     return invalid_argument("gemv: K must be a multiple of 8 and x, w 16-byte aligned");
+  if (n >= (int64_t{1} << 31)) return invalid_argument("gemv: n must be below 2^31");
+  if (output != GemvOutput::kStore) {
+    if (output == GemvOutput::kResidualAdd)
+      return unsupported("gemv: no residual-add epilogue (decode_gemv has one)");
+    if (m > kGemvEpilogueMaxM || out_dtype != dtype)
+      return invalid_argument("gemv: the SwiGLU and RoPE/KV epilogues take M <= " +
+                              std::to_string(kGemvEpilogueMaxM) + " and a 16-bit output");
+    if (output == GemvOutput::kSwiglu && n % 2 != 0)
+      return invalid_argument("gemv: the SwiGLU epilogue needs an even n (gate, then up rows)");
+    if (output == GemvOutput::kRopeKv) LATHE_RETURN_IF_ERROR(check_rope_kv("gemv", n, rope));
+  }
   if (n <= 0) return Status();
+  const PairOut out = pair_out(output, y, n, rope);
   cudaError_t err = cudaSuccess;
   LATHE_DISPATCH_ACT(dtype, T, {
-    err = out_dtype == DType::kF32 ? launch_m<T, float>(m, x, w, y, n, k, stream)
-                                   : launch_m<T, T>(m, x, w, y, n, k, stream);
+    if (output == GemvOutput::kSwiglu) {
+      err = launch_epilogue<T, GemvOutput::kSwiglu>(m, x, w, out, k, stream);
+    } else if (output == GemvOutput::kRopeKv) {
+      err = launch_epilogue<T, GemvOutput::kRopeKv>(m, x, w, out, k, stream);
+    } else {
+      err = out_dtype == DType::kF32 ? launch_m<T, float>(m, x, w, out, k, stream)
+                                     : launch_m<T, T>(m, x, w, out, k, stream);
+    }
   });
   if (err != cudaSuccess) return cuda_error(err, "launch of gemv_kernel");
   return check_launch("gemv_kernel");

@@ -47,10 +47,11 @@ class LinearDispatcher {
   Status autotune(const std::vector<std::pair<LinearWeight, DType>>& shapes, void* x_scratch,
                   void* y_scratch, cudaStream_t stream);
   const std::vector<LinearTiming>& timings() const { return timings_; }
+  // Whether run() serves this product with gemv (whose epilogues the caller may then use).
+  bool use_gemv(const LinearWeight& w, DType out_dtype, int64_t m) const;
 
  private:
   using Key = std::tuple<int64_t, int64_t, int>;
-  bool use_gemv(const LinearWeight& w, DType out_dtype, int64_t m) const;
 
   Gemm* gemm_;
   DType dtype_;
