@@ -16,7 +16,7 @@
 #      one 2048-token prefill, decode tok/s at batch 1/8/32/64/128/256, the decode-step profile, and
 #      offline throughput (1000 x 1024 in / 128 out)
 #   4b. A/B in the same run: the old decode paths (batch-1 latency, decode B1/B64), PDL off, gemv's
-#      SwiGLU and RoPE/KV epilogues off and on; earlier runs' A/Bs (gemv weights after the wait,
+#      SwiGLU and RoPE/KV epilogues off, the decode attention's previous split policy; earlier runs' A/Bs (gemv weights after the wait,
 #      decode attention split lengths, own prefill attention) are in docs/gpu-notes.md and can be
 #      repeated by hand with their switches
 #   5. the engine's own `lathe bench latency` and `lathe bench throughput` (issue 4's commands)
@@ -25,7 +25,8 @@
 # Environment: LATHE_GPU_BUNDLE (default .devbin/lathe-gpu.tar.xz), LATHE_GPU_BUDGET_S (default 540),
 # LATHE_BENCH_ARGS (extra lathe_cuda_bench arguments), LATHE_SKIP (any of: tests bench cli sanitizer),
 # and the backend's switches (LATHE_CUDA_FUSED, LATHE_CUDA_FUSED_ROPE, LATHE_CUDA_DECODE_ATTENTION,
-# LATHE_CUDA_PDL, LATHE_CUDA_GEMV_EPILOGUES; docs/gpu-notes.md), which pass through to every step.
+# LATHE_CUDA_PDL, LATHE_CUDA_GEMV_EPILOGUES, LATHE_CUDA_DECODE_SPLIT_TOKENS,
+# LATHE_CUDA_DECODE_SPLIT_BLOCKS_PER_SM; docs/gpu-notes.md), which pass through to every step.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -194,21 +195,22 @@ if [[ " $SKIP " != *" bench "* ]] && [ "$(left)" -gt 200 ]; then
     --gemm-tflops "${GEMM:-0}" --skip prefill,decode,profile,throughput > "$OUT/bench-nopdl.txt" 2>&1
   log "exit $?"
   SUMMARY+=("A/B without PDL: $(grep '^batch-1 decode' "$OUT/bench-nopdl.txt")")
-  # gemv's SwiGLU and RoPE/KV epilogues (unfused layers at batch <= 4) off and on, twice each,
-  # interleaved against drift.
+  # Run 11: the decode attention's split policy (decode_attention.h: at most 4 blocks per SM, splits
+  # of 64 positions at batch 1-2) against the one before it (about 12 blocks per SM, splits of >= 128
+  # positions), with the default twice around it against drift; gemv's epilogues off once more.
   ab() {  # name, env assignments...
     local name=$1; shift
-    log "== A/B: $* (latency, decode B1/B8)"
+    log "== A/B: $* (latency, decode B1..B256)"
     env "$@" timeout 90 "$BIN/lathe_cuda_bench" --model benchmarks/configs/llama-3.1-8b \
-      --copy-gbps "${COPY:-0}" --gemm-tflops "${GEMM:-0}" --decode 1,8 --skip prefill,profile,throughput \
+      --copy-gbps "${COPY:-0}" --gemm-tflops "${GEMM:-0}" --decode 1,8,32,64,128,256 --skip prefill,profile,throughput \
       > "$OUT/bench-$name.txt" 2>&1
     log "exit $?"
     SUMMARY+=("A/B $*: $(grep '^batch-1 decode' "$OUT/bench-$name.txt") | $(grep '^decode tok/s' "$OUT/bench-$name.txt")")
   }
-  ab epilogues-off1 LATHE_CUDA_GEMV_EPILOGUES=0
-  ab epilogues-on1 LATHE_CUDA_GEMV_EPILOGUES=1
-  ab epilogues-off2 LATHE_CUDA_GEMV_EPILOGUES=0
-  ab epilogues-on2 LATHE_CUDA_GEMV_EPILOGUES=1
+  ab default1 LATHE_CUDA_GEMV_EPILOGUES=1
+  ab old-split-policy LATHE_CUDA_DECODE_SPLIT_BLOCKS_PER_SM=12 LATHE_CUDA_DECODE_SPLIT_TOKENS=128
+  ab default2 LATHE_CUDA_GEMV_EPILOGUES=1
+  ab epilogues-off LATHE_CUDA_GEMV_EPILOGUES=0
 fi
 
 # 5. The engine's own benchmark commands (issue 4), when the CLI was packed.

@@ -372,6 +372,25 @@ class CudaAttentionTest : public QObject {
   }
 
   // A split length that is not a positive multiple of 16 is refused with a message.
+  // The split policy (decode_attention.h), a host function: no GPU needed. 132 multiprocessors,
+  // 8 KV heads (Llama-3.1-8B on an H200).
+  void decode_split_policy() {
+    const int sms = 132;
+    // Batch 1: 8 (sequence, KV head) pairs, many splits of 64 positions.
+    QCOMPARE(cuda::decode_attention_splits_for(1, 8, sms), cuda::kDecodeAttentionMaxSplits);
+    QCOMPARE(cuda::decode_attention_min_split_tokens(1, 8, sms), 64);
+    QCOMPARE(cuda::decode_attention_min_split_tokens(2, 8, sms), 64);
+    // Batch 8: up to 8 splits of >= 128 positions (4 blocks per SM over 64 pairs).
+    QCOMPARE(cuda::decode_attention_splits_for(8, 8, sms), 8);
+    QCOMPARE(cuda::decode_attention_min_split_tokens(8, 8, sms), 128);
+    // Batch 64 and more: the pairs alone fill the GPU, no split.
+    QCOMPARE(cuda::decode_attention_splits_for(64, 8, sms), 1);
+    QCOMPARE(cuda::decode_attention_splits_for(256, 8, sms), 1);
+    // The block budget is a parameter (the A/B switch), and never gives less than one split.
+    QCOMPARE(cuda::decode_attention_splits_for(64, 8, sms, 12), 3);
+    QCOMPARE(cuda::decode_attention_splits_for(100000, 64, sms), 1);
+  }
+
   void decode_attention_refuses_bad_split_length() {
     LATHE_REQUIRE_GPU();
     Problem p;

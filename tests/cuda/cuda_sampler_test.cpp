@@ -65,6 +65,7 @@ class CudaSamplerTest : public QObject {
     QTest::addColumn<int>("rows");
     QTest::newRow("vocab 5000") << 5000 << 120;
     QTest::newRow("vocab 128256") << 128256 << 24;
+    QTest::newRow("vocab 5001 (unaligned rows: the scalar max scan)") << 5001 << 40;
   }
   void gpu_sampler_matches_cpu() {
     LATHE_REQUIRE_GPU();

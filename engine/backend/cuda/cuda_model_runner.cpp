@@ -132,6 +132,15 @@ Status CudaModelRunner::init(const LoadedModel& model, const CudaRunnerOptions& 
           strformat("CUDA: LATHE_CUDA_DECODE_SPLIT_TOKENS=%s ignored (a multiple of 16)", st));
     }
   }
+  if (const char* bs = std::getenv("LATHE_CUDA_DECODE_SPLIT_BLOCKS_PER_SM")) {
+    const int v = std::atoi(bs);
+    if (v >= 1 && v <= 64) {
+      decode_split_blocks_per_sm_ = v;
+    } else {
+      log_warning(
+          strformat("CUDA: LATHE_CUDA_DECODE_SPLIT_BLOCKS_PER_SM=%s ignored (1 to 64 blocks)", bs));
+    }
+  }
   const char* fused = std::getenv("LATHE_CUDA_FUSED");
   fused_allowed_ = !(fused != nullptr && std::string_view(fused) == "0");
   fused_forced_ = fused != nullptr && std::string_view(fused) == "1";

@@ -199,8 +199,11 @@ class CudaModelRunner final : public ModelRunner {
   std::unique_ptr<PrefillAttention> prefill_;
   bool force_own_attention_ = false;
   bool decode_attention_ = false;  // decode steps through decode_attention.h
-  int32_t decode_split_tokens_ = kDecodeAttentionMinSplitTokens;  // its shortest split
-  bool fused_allowed_ = true;                                     // LATHE_CUDA_FUSED != 0
+  // The decode attention's split policy (decode_attention.h); LATHE_CUDA_DECODE_SPLIT_TOKENS fixes
+  // the shortest split (0: the policy's), LATHE_CUDA_DECODE_SPLIT_BLOCKS_PER_SM the block budget.
+  int32_t decode_split_tokens_ = 0;
+  int decode_split_blocks_per_sm_ = kDecodeAttentionBlocksPerSm;
+  bool fused_allowed_ = true;       // LATHE_CUDA_FUSED != 0
   bool fused_forced_ = false;       // LATHE_CUDA_FUSED == 1: wherever it fits, untimed
   bool fused_rope_allowed_ = true;  // LATHE_CUDA_FUSED_ROPE != 0
   // Unfused layers at M <= kGemvEpilogueMaxM: RoPE/KV and SwiGLU in the gemv epilogues

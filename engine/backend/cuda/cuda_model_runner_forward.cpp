@@ -55,8 +55,11 @@ Status CudaModelRunner::attention(const StepArrays& d, int64_t li, int32_t t, in
     da.block_size = block_size_;
     da.scale = scale;
     da.sliding_window = static_cast<int32_t>(c.sliding_window);
-    da.max_splits = decode_attention_splits_for(s, hkv, props_.sm_count);
-    da.min_split_tokens = decode_split_tokens_;
+    da.max_splits =
+        decode_attention_splits_for(s, hkv, props_.sm_count, decode_split_blocks_per_sm_);
+    da.min_split_tokens = decode_split_tokens_ > 0
+                              ? decode_split_tokens_
+                              : decode_attention_min_split_tokens(s, hkv, props_.sm_count);
     da.workspace = attn_ws_.as<float>();
     da.counters = attn_counters_.as<int32_t>();
     da.dtype = options_.dtype;

@@ -48,7 +48,8 @@ Status CudaModelRunner::allocate_buffers() {
     for (int64_t n = 1; n <= s; ++n)
       ws = std::max(ws, decode_attention_workspace_bytes(
                             n, c.num_heads, c.head_dim,
-                            decode_attention_splits_for(n, c.num_kv_heads, props_.sm_count)));
+                            decode_attention_splits_for(n, c.num_kv_heads, props_.sm_count,
+                                                        decode_split_blocks_per_sm_)));
   LATHE_RETURN_IF_ERROR(
       attn_ws_.allocate(std::max<int64_t>(ws, 16), "attention split-KV workspace"));
   // Arrival counters of the decode kernel's split merge: zero, and left zero by every launch.

@@ -443,10 +443,16 @@ bool decode_attention_supports(int64_t head_dim, int64_t num_heads, int64_t num_
          num_heads / num_kv_heads <= kMaxGroup;
 }
 
-int32_t decode_attention_splits_for(int64_t num_seqs, int64_t num_kv_heads, int sm_count) {
+int32_t decode_attention_splits_for(int64_t num_seqs, int64_t num_kv_heads, int sm_count,
+                                    int blocks_per_sm) {
   const int64_t blocks = std::max<int64_t>(1, num_seqs * num_kv_heads);
-  const int64_t want = ceil_div(8 * static_cast<int64_t>(sm_count), blocks);
+  const int64_t want = static_cast<int64_t>(blocks_per_sm) * sm_count / blocks;
   return static_cast<int32_t>(std::clamp<int64_t>(want, 1, kDecodeAttentionMaxSplits));
+}
+
+int32_t decode_attention_min_split_tokens(int64_t num_seqs, int64_t num_kv_heads, int sm_count) {
+  return num_seqs * num_kv_heads * 8 <= sm_count ? kDecodeAttentionShortSplitTokens
+                                                 : kDecodeAttentionMinSplitTokens;
 }
 
 int64_t decode_attention_workspace_bytes(int64_t num_seqs, int64_t num_heads, int64_t head_dim,

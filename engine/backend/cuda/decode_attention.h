@@ -38,6 +38,13 @@ namespace lathe::cuda {
 // The default split length: 4 warps x 2 stages x 16 positions.
 constexpr int kDecodeAttentionMinSplitTokens = 128;
 constexpr int kDecodeAttentionMaxSplits = 32;
+// Split policy (measured on the H200, docs/gpu-notes.md run 10): splits only while the blocks
+// (sequence, KV head, split) stay within this many per multiprocessor, since the split merge costs
+// more than it gains once the GPU is full (batch 64 of 8 KV heads: one split 9715 tok/s, three
+// 9165-9313); and splits of 64 positions when the (sequence, KV head) pairs are at most an eighth
+// of the multiprocessors (batch 1-2): the chain per block is what batch 1 waits for.
+constexpr int kDecodeAttentionBlocksPerSm = 4;
+constexpr int kDecodeAttentionShortSplitTokens = 64;
 
 struct DecodeAttentionArgs {
   const void* q = nullptr;
@@ -65,8 +72,12 @@ struct DecodeAttentionArgs {
 
 bool decode_attention_supports(int64_t head_dim, int64_t num_heads, int64_t num_kv_heads);
 
-// A max_splits that gives about eight blocks per multiprocessor over all sequences and KV heads.
-int32_t decode_attention_splits_for(int64_t num_seqs, int64_t num_kv_heads, int sm_count);
+// The max_splits of the split policy: at most blocks_per_sm blocks per multiprocessor over all
+// sequences and KV heads, at least 1, at most kDecodeAttentionMaxSplits.
+int32_t decode_attention_splits_for(int64_t num_seqs, int64_t num_kv_heads, int sm_count,
+                                    int blocks_per_sm = kDecodeAttentionBlocksPerSm);
+// The min_split_tokens of the split policy.
+int32_t decode_attention_min_split_tokens(int64_t num_seqs, int64_t num_kv_heads, int sm_count);
 
 // Bytes of workspace for num_seqs queries with max_splits > 1 (0 otherwise).
 int64_t decode_attention_workspace_bytes(int64_t num_seqs, int64_t num_heads, int64_t head_dim,

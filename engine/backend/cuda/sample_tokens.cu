@@ -9,6 +9,7 @@ namespace lathe::cuda {
 namespace {
 
 constexpr int kThreads = 512;
+constexpr int kScanVecs = 8;  // float4 loads in flight per thread in the max/argmax pass
 constexpr int kWarps = kThreads / 32;
 constexpr int kCopies =
     4;  // histogram copies: warps w and w + 4k share one, which bounds contention
@@ -255,12 +256,35 @@ __global__ void __launch_bounds__(kThreads)
   const float* l = logits + static_cast<int64_t>(r.logits_row) * vocab;
   const int tid = threadIdx.x;
 
-  // Maximum and argmax of the (penalized) logits.
+  // Maximum and argmax of the (penalized) logits. The only pass a greedy row makes: with 16-byte
+  // loads, kScanVecs of them in flight per thread (one block reads the row alone; a scalar loop
+  // keeps one load in flight and dominated the greedy decode step's sampler time).
   float bv = -INFINITY;
   int32_t bi = 0x7fffffff;
-  for (int64_t i = tid; i < vocab; i += kThreads) {
-    const float v = read_logit(l, i);
+  auto consider = [&](float v, int64_t i) {
+    v = isnan(v) ? -INFINITY : v;
     if (v > bv || (v == bv && i < bi)) bv = v, bi = static_cast<int32_t>(i);
+  };
+  if (vocab % 4 == 0 && reinterpret_cast<uintptr_t>(l) % 16 == 0) {
+    const float4* l4 = reinterpret_cast<const float4*>(l);
+    const int64_t nv = vocab / 4;
+    for (int64_t v0 = tid; v0 < nv; v0 += kThreads * kScanVecs) {
+      float4 q[kScanVecs];
+#pragma unroll
+      for (int j = 0; j < kScanVecs; ++j) {
+        const int64_t v = v0 + static_cast<int64_t>(j) * kThreads;
+        if (v < nv) q[j] = l4[v];
+      }
+#pragma unroll
+      for (int j = 0; j < kScanVecs; ++j) {
+        const int64_t v = v0 + static_cast<int64_t>(j) * kThreads;
+        if (v >= nv) break;
+        consider(q[j].x, 4 * v), consider(q[j].y, 4 * v + 1), consider(q[j].z, 4 * v + 2),
+            consider(q[j].w, 4 * v + 3);
+      }
+    }
+  } else {
+    for (int64_t i = tid; i < vocab; i += kThreads) consider(l[i], i);
   }
   float max_logit;
   const int32_t argmax = block_argmax(bv, bi, sm, &max_logit);
