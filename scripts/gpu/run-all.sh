@@ -195,7 +195,7 @@ if [[ " $SKIP " != *" bench "* ]] && [ "$(left)" -gt 200 ]; then
     --gemm-tflops "${GEMM:-0}" --skip prefill,decode,profile,throughput > "$OUT/bench-nopdl.txt" 2>&1
   log "exit $?"
   SUMMARY+=("A/B without PDL: $(grep '^batch-1 decode' "$OUT/bench-nopdl.txt")")
-  # Run 11: the decode attention's split policy (decode_attention.h: at most 4 blocks per SM, splits
+  # Run 12: the decode attention's split policy (decode_attention.h: at most 4 blocks per SM, splits
   # of 64 positions at batch 1-2) against the one before it (about 12 blocks per SM, splits of >= 128
   # positions), with the default twice around it against drift; gemv's epilogues off once more.
   ab() {  # name, env assignments...
