@@ -119,31 +119,41 @@ struct Problem {
     d_last = Dev::from(last_page_len);
   }
 
+  // The argument fields every attention kernel shares, then those of Lathe's two kernels.
+  template <typename Args>
+  void fill_common(Args& a, void* out) const {
+    a.q = d_q.get();
+    a.q_stride = q_stride;
+    a.out = out;
+    a.k_cache = d_k.get();
+    a.v_cache = d_v.get();
+    a.kv_indptr = d_indptr.as<int32_t>();
+    a.kv_indices = d_indices.as<int32_t>();
+    a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
+  }
+  template <typename Args>
+  void fill_lathe(Args& a, void* out, int32_t splits, const Dev& ws) const {
+    fill_common(a, out);
+    a.seq_lens = d_sl.as<int32_t>();
+    a.num_seqs = static_cast<int32_t>(seqs.size());
+    a.num_heads = hq;
+    a.num_kv_heads = hkv;
+    a.head_dim = d;
+    a.block_size = block_size;
+    a.sliding_window = window;
+    a.max_splits = splits;
+    a.workspace = ws.as<float>();
+    a.dtype = dtype;
+  }
+
   std::vector<float> run_split_kv(int32_t splits) const {
     Dev out = Dev::poisoned(int64_t{num_tokens} * hq * d * 2);
     const int64_t ws_bytes = cuda::paged_attention_workspace_bytes(num_tokens, hq, d, splits);
     Dev ws = Dev::poisoned(std::max<int64_t>(ws_bytes, 16));
     cuda::PagedAttentionArgs a;
-    a.q = d_q.get();
-    a.q_stride = q_stride;
-    a.out = out.get();
-    a.k_cache = d_k.get();
-    a.v_cache = d_v.get();
+    fill_lathe(a, out.get(), splits, ws);
     a.query_start = d_qs.as<int32_t>();
-    a.seq_lens = d_sl.as<int32_t>();
-    a.kv_indptr = d_indptr.as<int32_t>();
-    a.kv_indices = d_indices.as<int32_t>();
-    a.num_seqs = static_cast<int32_t>(seqs.size());
     a.num_tokens = num_tokens;
-    a.num_heads = hq;
-    a.num_kv_heads = hkv;
-    a.head_dim = d;
-    a.block_size = block_size;
-    a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-    a.sliding_window = window;
-    a.max_splits = splits;
-    a.workspace = ws.as<float>();
-    a.dtype = dtype;
     const Status s = cuda::paged_attention(a, nullptr);
     if (!s.is_ok()) qWarning("%s", s.message().c_str());
     if (cudaDeviceSynchronize() != cudaSuccess) return {};
@@ -161,26 +171,9 @@ struct Problem {
     Dev ws = Dev::poisoned(std::max<int64_t>(ws_bytes, 16));
     Dev counters = Dev::from(std::vector<int32_t>(static_cast<size_t>(num_seqs) * hkv, 0));
     cuda::DecodeAttentionArgs a;
-    a.q = d_q.get();
-    a.q_stride = q_stride;
-    a.out = out.get();
-    a.k_cache = d_k.get();
-    a.v_cache = d_v.get();
-    a.seq_lens = d_sl.as<int32_t>();
-    a.kv_indptr = d_indptr.as<int32_t>();
-    a.kv_indices = d_indices.as<int32_t>();
-    a.num_seqs = num_seqs;
-    a.num_heads = hq;
-    a.num_kv_heads = hkv;
-    a.head_dim = d;
-    a.block_size = block_size;
-    a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
-    a.sliding_window = window;
-    a.max_splits = splits;
+    fill_lathe(a, out.get(), splits, ws);
     a.min_split_tokens = min_split_tokens;
-    a.workspace = ws.as<float>();
     a.counters = counters.as<int32_t>();
-    a.dtype = dtype;
     const Status s = cuda::decode_attention(a, nullptr);
     if (status != nullptr) *status = s;
     if (!s.is_ok() && status == nullptr) qWarning("%s", s.message().c_str());
@@ -202,16 +195,9 @@ struct Problem {
     Status s = p.value()->plan(query_start.data(), kv_indptr.data(),
                                static_cast<int32_t>(seqs.size()), nullptr);
     cuda::PrefillRunArgs a;
-    a.q = d_q.get();
-    a.q_stride = q_stride;
-    a.out = out.get();
-    a.k_cache = d_k.get();
-    a.v_cache = d_v.get();
+    fill_common(a, out.get());
     a.qo_indptr = d_qs.as<int32_t>();
-    a.kv_indptr = d_indptr.as<int32_t>();
-    a.kv_indices = d_indices.as<int32_t>();
     a.kv_last_page_len = d_last.as<int32_t>();
-    a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d)));
     if (s.is_ok()) s = p.value()->run(a, nullptr);
     if (!s.is_ok()) qWarning("%s", s.message().c_str());
     if (cudaDeviceSynchronize() != cudaSuccess) return {};

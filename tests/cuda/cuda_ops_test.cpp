@@ -42,6 +42,20 @@ std::vector<float> download16(DType t, const Dev& d, size_t n) {
   return decode16(t, d.download<uint16_t>(n));
 }
 
+// The q and k heads of `tokens` rows of a QKV output ([tokens, (hq + 2 hkv) * d]), each packed.
+std::pair<std::vector<float>, std::vector<float>> split_qk(const std::vector<float>& qkv,
+                                                           int64_t tokens, int64_t hq, int64_t hkv,
+                                                           int64_t d) {
+  const int64_t row = (hq + 2 * hkv) * d;
+  std::vector<float> q(tokens * hq * d), k(tokens * hkv * d);
+  for (int64_t i = 0; i < tokens; ++i) {
+    std::copy(qkv.begin() + i * row, qkv.begin() + i * row + hq * d, q.begin() + i * hq * d);
+    std::copy(qkv.begin() + i * row + hq * d, qkv.begin() + i * row + (hq + hkv) * d,
+              k.begin() + i * hkv * d);
+  }
+  return {q, k};
+}
+
 }  // namespace
 
 class CudaOpsTest : public QObject {
@@ -228,13 +242,7 @@ class CudaOpsTest : public QObject {
       view.head_dim = d;
       cpu::write_kv(k.data(), v.data(), slot_ids.data(), n, view);
 
-      const std::vector<float> out = download16(t, d_qkv, n * row);
-      std::vector<float> gq(n * hq * d), gk(n * hkv * d);
-      for (int64_t i = 0; i < n; ++i) {
-        std::copy(out.begin() + i * row, out.begin() + i * row + hq * d, gq.begin() + i * hq * d);
-        std::copy(out.begin() + i * row + hq * d, out.begin() + i * row + (hq + hkv) * d,
-                  gk.begin() + i * hkv * d);
-      }
+      const auto [gq, gk] = split_qk(download16(t, d_qkv, n * row), n, hq, hkv, d);
       LATHE_QVERIFY_REL(gq, q, out_tol(t));
       LATHE_QVERIFY_REL(gk, k, out_tol(t));
       LATHE_QVERIFY_REL(download16(t, d_kc, cache_elems), kc, out_tol(t));
@@ -505,13 +513,7 @@ class CudaOpsTest : public QObject {
         rp.slot_mapping = d_slot_ids.as<int64_t>();
         LATHE_QVERIFY_OK(cuda::decode_gemv(a, nullptr));
         LATHE_CUDA_CHECK(cudaDeviceSynchronize());
-        const std::vector<float> out = download16(t, d_y, m * n);
-        std::vector<float> gq(m * hq * d), gk(m * hkv * d);
-        for (int64_t i = 0; i < m; ++i) {
-          std::copy(out.begin() + i * n, out.begin() + i * n + hq * d, gq.begin() + i * hq * d);
-          std::copy(out.begin() + i * n + hq * d, out.begin() + i * n + (hq + hkv) * d,
-                    gk.begin() + i * hkv * d);
-        }
+        const auto [gq, gk] = split_qk(download16(t, d_y, m * n), m, hq, hkv, d);
         LATHE_QVERIFY_REL(gq, q, out_tol(t));
         LATHE_QVERIFY_REL(gk, kk, out_tol(t));
         LATHE_QVERIFY_REL(download16(t, d_kc, cache_elems), kc, out_tol(t));

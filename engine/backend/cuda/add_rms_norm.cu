@@ -38,6 +38,22 @@ __device__ __forceinline__ double sum_sq(float4 h) {
   return s;
 }
 
+// What block r of a norm kernel works on: residual row s = row_index[r] (or r), x's row s (null
+// without x), and whether the sum is written back to the residual (an add without a row gather).
+template <typename T>
+struct NormRow {
+  float* res;
+  const T* x;
+  bool write_back;
+};
+template <typename T>
+__device__ __forceinline__ NormRow<T> norm_row(float* residual, const T* x,
+                                               const int32_t* row_index, int64_t r, int64_t dim) {
+  const int64_t s = row_index != nullptr ? row_index[r] : r;
+  const T* xr = x != nullptr ? x + s * dim : nullptr;
+  return NormRow<T>{residual + s * dim, xr, xr != nullptr && row_index == nullptr};
+}
+
 // dim % 4 == 0 and 16-byte aligned rows: float4 loads of the residual, 8-byte loads of x.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
@@ -47,10 +63,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ double scratch[32];
   pdl_begin();
   const int64_t r = blockIdx.x;
-  const int64_t s = row_index != nullptr ? row_index[r] : r;
-  float* res = residual + s * dim;
-  const T* xr = x != nullptr ? x + s * dim : nullptr;
-  const bool write_back = xr != nullptr && row_index == nullptr;
+  const auto [res, xr, write_back] = norm_row(residual, x, row_index, r, dim);
   const int64_t groups = dim / 4;
 
   float4 h[kRegGroups];
@@ -118,10 +131,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ double scratch[32];
   pdl_begin();
   const int64_t r = blockIdx.x;
-  const int64_t s = row_index != nullptr ? row_index[r] : r;
-  float* res = residual + s * dim;
-  const T* xr = x != nullptr ? x + s * dim : nullptr;
-  const bool write_back = xr != nullptr && row_index == nullptr;
+  const auto [res, xr, write_back] = norm_row(residual, x, row_index, r, dim);
 
   double ss = 0.0;
   for (int64_t i = threadIdx.x; i < dim; i += kThreads) {

@@ -24,68 +24,52 @@ Status CudaModelRunner::attention(const StepArrays& d, int64_t li, int32_t t, in
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   uint8_t* k_cache = kv_.as<uint8_t>() + 2 * li * kv_layer_elems_ * 2;
   uint8_t* v_cache = k_cache + kv_layer_elems_ * 2;
+  // The fields the three kernels' arguments share, and those of the two Lathe kernels.
+  auto common = [&](auto& x) {
+    x.q = qkv_.get();
+    x.q_stride = qkv_dim;
+    x.out = attn_out_.get();
+    x.k_cache = k_cache;
+    x.v_cache = v_cache;
+    x.kv_indptr = d.kv_indptr;
+    x.kv_indices = d.kv_indices;
+    x.scale = scale;
+  };
+  auto lathe_kernel = [&](auto& x) {
+    common(x);
+    x.seq_lens = d.seq_lens;
+    x.num_seqs = s;
+    x.num_heads = static_cast<int32_t>(hq);
+    x.num_kv_heads = static_cast<int32_t>(hkv);
+    x.head_dim = static_cast<int32_t>(hd);
+    x.block_size = block_size_;
+    x.sliding_window = static_cast<int32_t>(c.sliding_window);
+    x.workspace = attn_ws_.as<float>();
+    x.dtype = options_.dtype;
+  };
   if (path == AttnPath::kFlashInfer) {
     PrefillRunArgs pa;
-    pa.q = qkv_.get();
-    pa.q_stride = qkv_dim;
-    pa.out = attn_out_.get();
-    pa.k_cache = k_cache;
-    pa.v_cache = v_cache;
+    common(pa);
     pa.qo_indptr = d.query_start;
-    pa.kv_indptr = d.kv_indptr;
-    pa.kv_indices = d.kv_indices;
     pa.kv_last_page_len = d.kv_last_page_len;
-    pa.scale = scale;
     return prefill_->run(pa, stream_);
   }
   if (path == AttnPath::kDecode && decode_attention_) {
     DecodeAttentionArgs da;
-    da.q = qkv_.get();
-    da.q_stride = qkv_dim;
-    da.out = attn_out_.get();
-    da.k_cache = k_cache;
-    da.v_cache = v_cache;
-    da.seq_lens = d.seq_lens;
-    da.kv_indptr = d.kv_indptr;
-    da.kv_indices = d.kv_indices;
-    da.num_seqs = s;
-    da.num_heads = static_cast<int32_t>(hq);
-    da.num_kv_heads = static_cast<int32_t>(hkv);
-    da.head_dim = static_cast<int32_t>(hd);
-    da.block_size = block_size_;
-    da.scale = scale;
-    da.sliding_window = static_cast<int32_t>(c.sliding_window);
+    lathe_kernel(da);
     da.max_splits =
         decode_attention_splits_for(s, hkv, props_.sm_count, decode_split_blocks_per_sm_);
     da.min_split_tokens = decode_split_tokens_ > 0
                               ? decode_split_tokens_
                               : decode_attention_min_split_tokens(s, hkv, props_.sm_count);
-    da.workspace = attn_ws_.as<float>();
     da.counters = attn_counters_.as<int32_t>();
-    da.dtype = options_.dtype;
     return decode_attention(da, stream_);
   }
   PagedAttentionArgs pa;
-  pa.q = qkv_.get();
-  pa.q_stride = qkv_dim;
-  pa.out = attn_out_.get();
-  pa.k_cache = k_cache;
-  pa.v_cache = v_cache;
+  lathe_kernel(pa);
   pa.query_start = d.query_start;
-  pa.seq_lens = d.seq_lens;
-  pa.kv_indptr = d.kv_indptr;
-  pa.kv_indices = d.kv_indices;
-  pa.num_seqs = s;
   pa.num_tokens = t;
-  pa.num_heads = static_cast<int32_t>(hq);
-  pa.num_kv_heads = static_cast<int32_t>(hkv);
-  pa.head_dim = static_cast<int32_t>(hd);
-  pa.block_size = block_size_;
-  pa.scale = scale;
-  pa.sliding_window = static_cast<int32_t>(c.sliding_window);
   pa.max_splits = splits;
-  pa.workspace = attn_ws_.as<float>();
-  pa.dtype = options_.dtype;
   return paged_attention(pa, stream_);
 }
 
