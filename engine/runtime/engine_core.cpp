@@ -144,6 +144,19 @@ void EngineCore::fail_step(const SchedulerOutput& out, const Status& status, Met
   kv_.reset_prefix_cache();
 }
 
+bool EngineCore::next_step_continues(const SchedulerOutput& out, const ModelInput& in) const {
+  if (scheduler_.num_waiting() > 0 || in.num_tokens() != in.num_seqs() ||
+      in.sample_seqs.size() != out.seqs.size())
+    return false;
+  for (const ScheduledSequence& s : out.seqs) {
+    const Active& a = *active_.at(s.id);
+    const int32_t after = a.output.num_output_tokens() + 1;  // outputs once this step's is added
+    const SamplingParams& p = a.req.sampling;
+    if (after >= p.max_tokens || after == p.min_tokens) return false;
+  }
+  return true;
+}
+
 bool EngineCore::step() {
   SchedulerOutput out = scheduler_.schedule();
   MetricsUpdate u;
@@ -175,6 +188,7 @@ bool EngineCore::step() {
   in.sampling.reserve(in.sample_seqs.size());
   for (int32_t idx : in.sample_seqs)
     in.sampling.push_back(sampling_row(*active_.at(out.seqs[static_cast<size_t>(idx)].id)));
+  in.next_step_continues = next_step_continues(out, in);
   Result<ModelOutput> result = runner_->execute(in);
   if (result.is_ok() && result->tokens.size() != in.sample_seqs.size())
     result = internal_error(strformat("the runner returned %zu tokens for %zu sampled sequences",

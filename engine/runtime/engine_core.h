@@ -77,6 +77,8 @@ class EngineCore {
 
   EngineLoad load() const;
   SamplingRow sampling_row(const Active& a) const;
+  // ModelInput::next_step_continues for the step `out` flattened into `in`.
+  bool next_step_continues(const SchedulerOutput& out, const ModelInput& in) const;
   // Removes a request from the scheduler (freeing its blocks) and queues its final event.
   // `event` carries the last token's text and ids, if any.
   void finish(RequestId id, FinishReason reason, StreamEvent event, std::string stop_reason,

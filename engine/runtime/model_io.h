@@ -44,6 +44,7 @@ struct SamplingRow {
   int32_t history_prompt_len = 0;
 
   bool is_greedy() const { return temperature < 1e-5f; }
+  bool operator==(const SamplingRow&) const = default;
 };
 
 struct ModelInput {
@@ -63,6 +64,14 @@ struct ModelInput {
   // Sampled sequences (ascending indices into [0, S)) and their sampling rows, same length.
   std::vector<int32_t> sample_seqs;
   std::vector<SamplingRow> sampling;
+
+  // The engine's expectation that the next step decodes exactly these sequences, one token each:
+  // a decode-only step, nothing waiting to be admitted, no sequence reaching max_tokens (or
+  // min_tokens) with this step's token. A runner may then start that step before this one's tokens
+  // reach the host (lookahead, next_decode_input.h); it checks the next input against its
+  // prediction, so a wrong expectation (an EOS, a stop string, an abort, an arrival) costs a
+  // discarded step, never a wrong result.
+  bool next_step_continues = false;
 
   int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
   int32_t num_seqs() const { return static_cast<int32_t>(seq_lens.size()); }

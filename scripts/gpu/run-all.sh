@@ -15,10 +15,11 @@
 #   4. lathe_cuda_bench on Llama-3.1-8B shape, BF16, dummy weights: batch-1 latency (512 in, 128 out),
 #      one 2048-token prefill, decode tok/s at batch 1/8/32/64/128/256, the decode-step profile, and
 #      offline throughput (1000 x 1024 in / 128 out)
-#   4b. A/B in the same run: the old decode paths (batch-1 latency, decode B1/B64), PDL off, gemv's
-#      SwiGLU and RoPE/KV epilogues off, the decode attention's previous split policy; earlier runs' A/Bs (gemv weights after the wait,
-#      decode attention split lengths, own prefill attention) are in docs/gpu-notes.md and can be
-#      repeated by hand with their switches
+#   4b. A/B in the same run: the old decode paths (batch-1 latency, decode B1/B64), PDL off, the
+#      decode attention's cluster merge off, the lookahead off, gemv's SwiGLU and RoPE/KV epilogues
+#      off; earlier runs' A/Bs (gemv weights after the wait, decode attention split lengths and
+#      policy, own prefill attention) are in docs/gpu-notes.md and can be repeated by hand with
+#      their switches
 #   5. the engine's own `lathe bench latency` and `lathe bench throughput` (issue 4's commands)
 #   6. compute-sanitizer memcheck on a subset of the op and attention tests (when time remains)
 # The last lines printed are a summary table (the device tool returns the last 12,000 characters).
@@ -26,7 +27,8 @@
 # LATHE_BENCH_ARGS (extra lathe_cuda_bench arguments), LATHE_SKIP (any of: tests bench cli sanitizer),
 # and the backend's switches (LATHE_CUDA_FUSED, LATHE_CUDA_FUSED_ROPE, LATHE_CUDA_DECODE_ATTENTION,
 # LATHE_CUDA_PDL, LATHE_CUDA_GEMV_EPILOGUES, LATHE_CUDA_DECODE_SPLIT_TOKENS,
-# LATHE_CUDA_DECODE_SPLIT_BLOCKS_PER_SM; docs/gpu-notes.md), which pass through to every step.
+# LATHE_CUDA_DECODE_SPLIT_BLOCKS_PER_SM, LATHE_CUDA_DECODE_CLUSTER, LATHE_CUDA_LOOKAHEAD;
+# docs/gpu-notes.md), which pass through to every step.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -195,9 +197,9 @@ if [[ " $SKIP " != *" bench "* ]] && [ "$(left)" -gt 200 ]; then
     --gemm-tflops "${GEMM:-0}" --skip prefill,decode,profile,throughput > "$OUT/bench-nopdl.txt" 2>&1
   log "exit $?"
   SUMMARY+=("A/B without PDL: $(grep '^batch-1 decode' "$OUT/bench-nopdl.txt")")
-  # Run 12: the decode attention's split policy (decode_attention.h: at most 4 blocks per SM, splits
-  # of 64 positions at batch 1-2) against the one before it (about 12 blocks per SM, splits of >= 128
-  # positions), with the default twice around it against drift; gemv's epilogues off once more.
+  # Run 15 (this session): the decode attention's split merge in thread-block clusters against the
+  # workspace merge, and the lookahead against none, with the default twice around them against
+  # drift; gemv's epilogues off once more.
   ab() {  # name, env assignments...
     local name=$1; shift
     log "== A/B: $* (latency, decode B1..B256)"
@@ -208,7 +210,8 @@ if [[ " $SKIP " != *" bench "* ]] && [ "$(left)" -gt 200 ]; then
     SUMMARY+=("A/B $*: $(grep '^batch-1 decode' "$OUT/bench-$name.txt") | $(grep '^decode tok/s' "$OUT/bench-$name.txt")")
   }
   ab default1 LATHE_CUDA_GEMV_EPILOGUES=1
-  ab old-split-policy LATHE_CUDA_DECODE_SPLIT_BLOCKS_PER_SM=12 LATHE_CUDA_DECODE_SPLIT_TOKENS=128
+  ab cluster-off LATHE_CUDA_DECODE_CLUSTER=0
+  ab lookahead-off LATHE_CUDA_LOOKAHEAD=0
   ab default2 LATHE_CUDA_GEMV_EPILOGUES=1
   ab epilogues-off LATHE_CUDA_GEMV_EPILOGUES=0
 fi
@@ -223,6 +226,11 @@ if [[ " $SKIP " != *" cli "* ]] && [ -x "$BIN/lathe" ]; then
     log "exit $?"
     tail -25 "$OUT/lathe-bench-latency.txt" | tee -a "$LOG"
     SUMMARY+=("lathe bench latency: $(grep -iE "tpot|tok/s|latency" "$OUT/lathe-bench-latency.txt" | tail -3 | tr '\n' ' ')")
+    log "== A/B: lathe bench latency with LATHE_CUDA_LOOKAHEAD=0"
+    LATHE_CUDA_LOOKAHEAD=0 timeout 150 "$BIN/lathe" bench latency $M --batch-size 1 --input-len 512 --output-len 128 \
+      > "$OUT/lathe-bench-latency-lookahead-off.txt" 2>&1
+    log "exit $?"
+    SUMMARY+=("A/B lathe bench latency, lookahead off: $(grep -iE "tpot|tok/s|latency" "$OUT/lathe-bench-latency-lookahead-off.txt" | tail -3 | tr '\n' ' ')")
   fi
   if [ "$(left)" -gt 120 ]; then
     N=1000

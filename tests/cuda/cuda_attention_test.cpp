@@ -164,7 +164,7 @@ struct Problem {
   // counters were left at zero.
   std::vector<float> run_decode(int32_t splits, bool* counters_zero,
                                 int32_t min_split_tokens = cuda::kDecodeAttentionMinSplitTokens,
-                                Status* status = nullptr) const {
+                                Status* status = nullptr, bool cluster_merge = true) const {
     const int32_t num_seqs = static_cast<int32_t>(seqs.size());
     Dev out = Dev::poisoned(int64_t{num_seqs} * hq * d * 2);
     const int64_t ws_bytes = cuda::decode_attention_workspace_bytes(num_seqs, hq, d, splits);
@@ -174,6 +174,7 @@ struct Problem {
     fill_lathe(a, out.get(), splits, ws);
     a.min_split_tokens = min_split_tokens;
     a.counters = counters.as<int32_t>();
+    a.cluster_merge = cluster_merge;
     const Status s = cuda::decode_attention(a, nullptr);
     if (status != nullptr) *status = s;
     if (!s.is_ok() && status == nullptr) qWarning("%s", s.message().c_str());
@@ -336,24 +337,39 @@ class CudaAttentionTest : public QObject {
     int sm = 0;
     cudaDeviceGetAttribute(&sm, cudaDevAttrMultiProcessorCount, 0);
     const int32_t num_seqs = static_cast<int32_t>(p.seqs.size());
-    QString errors;
+    // On Hopper, with sm_90 code in this build, splits up to 8 (16 where allowed) merge in
+    // thread-block clusters; the other merge runs with cluster_merge off, and above the limit.
+    const int32_t cluster_limit = cuda::decode_attention_cluster_splits(p.dtype, head_dim);
+    int major = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+    if (major == 9 && QString(LATHE_TEST_CUDA_ARCHS).contains("90"))
+      QVERIFY2(cluster_limit >= 8, "no cluster merge on a Hopper GPU with sm_90 code");
+    QString errors = QString(" (cluster merge up to %1 splits)").arg(cluster_limit);
     // Split counts, and split lengths from the default down to one tile (shorter splits make
     // more blocks; warps without a tile join the merge empty).
-    for (int32_t min_split : {cuda::kDecodeAttentionMinSplitTokens, 64, 32, 16})
-      for (int32_t splits : {cuda::decode_attention_splits_for(num_seqs, hkv, sm), 1, 3, 7,
-                             cuda::kDecodeAttentionMaxSplits}) {
-        if (min_split != cuda::kDecodeAttentionMinSplitTokens && splits < 7) continue;
-        bool zero = false;
-        const std::vector<float> out = p.run_decode(splits, &zero, min_split);
-        const double err = rel_error(out, p.ref);
-        errors += QString(" %1x%2: %3").arg(splits).arg(min_split).arg(err, 0, 'g', 3);
-        QVERIFY2(err <= tol, qPrintable(QString("decode kernel (%1 splits of >= %2): relative "
-                                                "error %3")
-                                            .arg(splits)
-                                            .arg(min_split)
-                                            .arg(err)));
-        QVERIFY2(zero, "the split-merge counters were not left at zero");
-      }
+    for (bool cluster : {true, false})
+      for (int32_t min_split : {cuda::kDecodeAttentionMinSplitTokens, 64, 32, 16})
+        for (int32_t splits :
+             {cuda::decode_attention_splits_for(num_seqs, hkv, sm), 1, 3, 7,
+              cuda::kDecodeAttentionMaxClusterSplits, cuda::kDecodeAttentionMaxSplits}) {
+          if (min_split != cuda::kDecodeAttentionMinSplitTokens && splits < 7) continue;
+          bool zero = false;
+          const std::vector<float> out = p.run_decode(splits, &zero, min_split, nullptr, cluster);
+          const double err = rel_error(out, p.ref);
+          const bool in_cluster = cluster && splits > 1 && splits <= cluster_limit;
+          errors += QString(" %1x%2%3: %4")
+                        .arg(splits)
+                        .arg(min_split)
+                        .arg(in_cluster ? "c" : "")
+                        .arg(err, 0, 'g', 3);
+          QVERIFY2(err <= tol, qPrintable(QString("decode kernel (%1 splits of >= %2, %3 merge): "
+                                                  "relative error %4")
+                                              .arg(splits)
+                                              .arg(min_split)
+                                              .arg(in_cluster ? "cluster" : "workspace")
+                                              .arg(err)));
+          QVERIFY2(zero, "the split-merge counters were not left at zero");
+        }
     qInfo("relative errors:%s", qPrintable(errors));
   }
 

@@ -109,10 +109,11 @@ std::unique_ptr<ModelRunner> make_cpu(const LoadedModel& m, int32_t num_blocks) 
   return std::move(r).value();
 }
 
-Result<std::unique_ptr<ModelRunner>> make_cuda(const LoadedModel& m, int32_t num_blocks,
-                                               bool eager) {
+Result<std::unique_ptr<ModelRunner>> make_cuda(const LoadedModel& m, int32_t num_blocks, bool eager,
+                                               int32_t lookahead_max_seqs = 1) {
   CudaRunnerOptions o;
   o.enforce_eager = eager;
+  o.lookahead_max_seqs = lookahead_max_seqs;
   o.max_num_seqs = 8;
   o.max_num_batched_tokens = 512;
   o.max_model_len = 512;
@@ -327,6 +328,62 @@ class CudaRunnerTest : public QObject {
       if (step > 0) {
         auto* r = dynamic_cast<cuda::CudaModelRunner*>(graph.value().get());
         QVERIFY(r != nullptr && r->last_step_times().graph);
+      }
+    }
+  }
+
+  // Lookahead (cuda_model_runner.h): a runner that launches each predicted next decode step
+  // before reading its tokens gives exactly the tokens of one that does not, for greedy and seeded
+  // random sampling, batches 1 to 3, over block boundaries (where it cannot predict), and through
+  // a miss: once the next input carries another token than the one sampled, the predicted step is
+  // dropped and the real one runs (its K/V overwrite the dropped step's).
+  void lookahead_matches_plain_steps() {
+    LATHE_REQUIRE_GPU();
+    auto m = load_fixture("qwen3_untied_bf16");
+    LATHE_QVERIFY_RESULT(m);
+    auto ahead = make_cuda(m.value(), 64, false, 4);
+    auto plain = make_cuda(m.value(), 64, false, 0);
+    LATHE_QVERIFY_RESULT(ahead);
+    LATHE_QVERIFY_RESULT(plain);
+    auto* ar = dynamic_cast<cuda::CudaModelRunner*>(ahead.value().get());
+    QVERIFY(ar != nullptr);
+    const int64_t v = m.value().config.vocab_size;
+    const auto all = synthetic_prompts(v);
+    constexpr int kSteps = 40, kMissAt = 21;
+    for (size_t batch = 1; batch <= 3; ++batch) {
+      for (bool greedy : {true, false}) {
+        std::vector<std::vector<TokenId>> prompts(all.begin(),
+                                                  all.begin() + static_cast<ptrdiff_t>(batch));
+        Batch b(prompts);
+        const int64_t hits0 = ar->lookahead_hits(), misses0 = ar->lookahead_misses();
+        for (int step = 0; step <= kSteps; ++step) {
+          ModelInput in = b.step(16);
+          for (size_t s = 0; s < batch; ++s) {
+            SamplingRow& row = in.sampling[s];
+            row.temperature = greedy ? 0.f : 0.9f;
+            row.top_p = 0.95f;
+            row.seed = 7 + s;
+            row.step = b.tokens[s].size() - prompts[s].size();
+          }
+          in.next_step_continues = step > 0 && step < kSteps;
+          auto oa = ahead.value()->execute(in);
+          auto op = plain.value()->execute(in);
+          LATHE_QVERIFY_RESULT(oa);
+          LATHE_QVERIFY_RESULT(op);
+          std::vector<TokenId> next;
+          for (size_t s = 0; s < batch; ++s) {
+            QCOMPARE(oa.value().tokens[s].token, op.value().tokens[s].token);
+            next.push_back(op.value().tokens[s].token);
+          }
+          if (step == kMissAt) next[0] = static_cast<TokenId>((next[0] + 1) % v);
+          b.advance(next);
+        }
+        const int64_t hits = ar->lookahead_hits() - hits0;
+        const int64_t misses = ar->lookahead_misses() - misses0;
+        qInfo("batch %zu %s: %lld hits, %lld misses", batch, greedy ? "greedy" : "random",
+              static_cast<long long>(hits), static_cast<long long>(misses));
+        QVERIFY2(hits >= kSteps / 2, "the predicted steps were not taken");
+        QCOMPARE(misses, int64_t{1});
       }
     }
   }

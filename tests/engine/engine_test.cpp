@@ -3,6 +3,7 @@
 // idling without spinning, and the metrics a run leaves behind.
 #include <QtTest>
 
+#include <algorithm>
 #include <ctime>
 #include <set>
 #include <thread>
@@ -97,6 +98,40 @@ class EngineTest : public QObject {
     }
     QCOMPARE(c.at_finish.kv_blocks_used, 0);  // freed before the final event
     LATHE_VERIFY_NO_LEAKS(*m.engine);
+  }
+
+  // ModelInput::next_step_continues: set on decode steps whose sequences all go on (not on the
+  // prefill, not on the step of the max_tokens-th token, not while a request waits), and every
+  // such step's prediction (next_decode_input.h) is what the engine runs next when no token stops
+  // a sequence; the fake runner checks it as a GPU runner's lookahead would.
+  void next_step_hint_predicts_the_next_decode() {
+    Made m = make_engine({}, 64, 1);  // one sequence at a time: the second request waits
+    std::vector<test::Collected> cs(2);
+    std::vector<StreamCallback> cbs;
+    for (auto& c : cs) cbs.push_back(c.callback());
+    auto ids = m.engine->submit_batch({spec(prompt_of(20, 0), 40), spec(prompt_of(7, 1), 5)}, cbs);
+    LATHE_QVERIFY_RESULT(ids);
+    for (auto& c : cs) QVERIFY(c.wait());
+    const std::vector<bool> hints = m.runner->continues();
+    // First request: 40 steps while the second waits: none may continue. Second: prefill, 3
+    // decodes that continue, the 5th token's step.
+    const std::vector<bool> second{false, true, true, true, false};
+    QCOMPARE(hints.size(), size_t{45});
+    QVERIFY(std::none_of(hints.begin(), hints.begin() + 40, [](bool b) { return b; }));
+    QCOMPARE(std::vector<bool>(hints.begin() + 40, hints.end()), second);
+    QCOMPARE(m.runner->lookahead_hits(), int64_t{3});
+    QCOMPARE(m.runner->lookahead_misses(), int64_t{0});
+
+    // Alone, a long request: every decode step but the last continues; predictions miss nothing
+    // (at block boundaries there is none: the next block is not allocated yet).
+    Made one = make_engine();
+    test::Collected c;
+    LATHE_QVERIFY_RESULT(one.engine->submit(spec(prompt_of(20), 50), c.callback(one.engine.get())));
+    QVERIFY(c.wait());
+    QCOMPARE(one.runner->lookahead_misses(), int64_t{0});
+    QVERIFY2(one.runner->lookahead_hits() >= 40,
+             qPrintable(QString::number(one.runner->lookahead_hits())));
+    LATHE_VERIFY_NO_LEAKS(*one.engine);
   }
 
   void eos_stops_unless_ignored_or_before_min_tokens() {

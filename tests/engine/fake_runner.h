@@ -11,12 +11,14 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "engine/core/strings.h"
 #include "engine/runtime/model_runner.h"
+#include "engine/runtime/next_decode_input.h"
 
 namespace lathe::test {
 
@@ -51,6 +53,16 @@ class FakeModelRunner : public ModelRunner {
     if (options_.step_delay_ms > 0)
       std::this_thread::sleep_for(std::chrono::milliseconds(options_.step_delay_ms));
     if (num_steps_ == options_.fail_at_step) return internal_error("fake runner: injected failure");
+    // Lookahead bookkeeping, as a GPU runner would: was this step the one predicted after the
+    // previous step (ModelInput::next_step_continues, next_decode_input.h)?
+    if (expected_) {
+      if (same_step(in, *expected_))
+        ++lookahead_hits_;
+      else
+        ++lookahead_misses_;
+      expected_.reset();
+    }
+    continues_.push_back(in.next_step_continues);
     LATHE_RETURN_IF_ERROR(check_and_write(in));
     ModelOutput out;
     for (size_t k = 0; k < in.sample_seqs.size(); ++k) {
@@ -60,6 +72,12 @@ class FakeModelRunner : public ModelRunner {
       out.tokens.push_back({next_token(context, in.sampling[k]), 0.0f, {}});
     }
     tokens_computed_ += in.num_tokens();
+    if (in.next_step_continues) {
+      expected_ = predict_next_decode(in, block_size_);
+      if (expected_)
+        for (size_t k = 0; k < out.tokens.size(); ++k)
+          expected_->token_ids[k] = out.tokens[k].token;
+    }
     return out;
   }
 
@@ -81,6 +99,10 @@ class FakeModelRunner : public ModelRunner {
   int64_t num_steps() const { return num_steps_; }
   int64_t tokens_computed() const { return tokens_computed_; }
   std::vector<int32_t> step_sizes() const { return step_sizes_; }  // sequences per step
+  std::vector<bool> continues() const { return continues_; }       // next_step_continues per step
+  // Steps that were (hits) or were not (misses) the step predicted after a next_step_continues one.
+  int64_t lookahead_hits() const { return lookahead_hits_; }
+  int64_t lookahead_misses() const { return lookahead_misses_; }
 
  private:
   static uint64_t hash(const std::vector<TokenId>& ctx, uint64_t seed, uint64_t step) {
@@ -156,6 +178,9 @@ class FakeModelRunner : public ModelRunner {
   std::atomic<int64_t> num_steps_{0};
   int64_t tokens_computed_ = 0;
   std::vector<int32_t> step_sizes_;
+  std::vector<bool> continues_;
+  std::optional<ModelInput> expected_;
+  int64_t lookahead_hits_ = 0, lookahead_misses_ = 0;
 };
 
 }  // namespace lathe::test

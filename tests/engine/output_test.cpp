@@ -6,6 +6,7 @@
 
 #include "engine/runtime/engine_setup.h"
 #include "engine/runtime/model_input_builder.h"
+#include "engine/runtime/next_decode_input.h"
 #include "engine/runtime/output_processor.h"
 #include "engine/runtime/runner_factory.h"
 #include "engine/runtime/stop_strings.h"
@@ -183,6 +184,77 @@ class OutputTest : public QObject {
     QCOMPARE(in.max_seq_len, 20);
     QCOMPARE(out.seqs[0].num_new_prompt_tokens(), 4);
     QCOMPARE(out.seqs[1].num_new_prompt_tokens(), 0);
+  }
+
+  // The step after a decode-only step (next_decode_input.h): one position further in the same
+  // blocks, token ids left for the runner, sampling steps + 1; refused where it cannot be known.
+  void next_decode_input_is_predicted_or_refused() {
+    SchedulerOutput out;
+    for (int i = 0; i < 2; ++i) {
+      ScheduledSequence s;  // decodes at positions 5 and 20
+      s.id = i + 1;
+      s.num_computed_tokens = i == 0 ? 5 : 20;
+      s.num_new_tokens = 1;
+      s.num_prompt_tokens = 3;
+      s.sample = true;
+      s.token_ids = {static_cast<TokenId>(40 + i)};
+      s.block_table = i == 0 ? std::vector<int32_t>{4} : std::vector<int32_t>{7, 2};
+      out.seqs.push_back(s);
+    }
+    out.num_batched_tokens = 2;
+    ModelInput in = build_model_input(out, 16);
+    in.sampling.resize(2);
+    in.sampling[0].step = 3;
+    in.sampling[1].step = 18;
+    in.sampling[1].banned_tokens = {2};
+    in.next_step_continues = true;
+    const std::optional<ModelInput> next = predict_next_decode(in, 16);
+    QVERIFY(next.has_value());
+    QCOMPARE(next->token_ids, (std::vector<TokenId>{0, 0}));
+    QCOMPARE(next->positions, (std::vector<int32_t>{6, 21}));
+    QCOMPARE(next->slot_mapping, (std::vector<int64_t>{4 * 16 + 6, 2 * 16 + 5}));
+    QCOMPARE(next->seq_lens, (std::vector<int32_t>{7, 22}));
+    QCOMPARE(next->max_seq_len, 22);
+    QCOMPARE(next->block_tables, in.block_tables);
+    QCOMPARE(next->query_start, in.query_start);
+    QCOMPARE(next->sample_seqs, in.sample_seqs);
+    QCOMPARE(next->sampling[0].step, uint64_t{4});
+    QCOMPARE(next->sampling[1].step, uint64_t{19});
+    QCOMPARE(next->sampling[1].banned_tokens, std::vector<TokenId>{2});
+
+    // same_step: every field but the hint; the engine's real next step matches once the tokens
+    // are known.
+    ModelInput real = *next;
+    real.token_ids = {77, 78};
+    real.next_step_continues = false;
+    ModelInput guess = *next;
+    guess.token_ids = {77, 78};
+    QVERIFY(same_step(real, guess));
+    guess.token_ids[1] = 79;
+    QVERIFY(!same_step(real, guess));
+    guess = real;
+    guess.sampling[0].temperature = 0.5f;
+    QVERIFY(!same_step(real, guess));
+
+    // Refused: the next position opens a block (15 -> 16), a prefill token, an unsampled sequence,
+    // penalty history, no sequence.
+    ModelInput edge = in;
+    edge.positions[0] = 15;
+    QVERIFY(!predict_next_decode(edge, 16).has_value());
+    ModelInput prefill = in;
+    prefill.token_ids.push_back(9);
+    prefill.positions.push_back(21);
+    prefill.slot_mapping.push_back(2 * 16 + 5);
+    prefill.query_start.back() = 3;
+    QVERIFY(!predict_next_decode(prefill, 16).has_value());
+    ModelInput unsampled = in;
+    unsampled.sample_seqs = {0};
+    unsampled.sampling.resize(1);
+    QVERIFY(!predict_next_decode(unsampled, 16).has_value());
+    ModelInput history = in;
+    history.sampling[0].history_tokens = {1, 2, 3};
+    QVERIFY(!predict_next_decode(history, 16).has_value());
+    QVERIFY(!predict_next_decode(ModelInput{}, 16).has_value());
   }
 
   void config_defaults_resolve_per_device() {

@@ -67,6 +67,8 @@ CudaModelRunner::~CudaModelRunner() {
   for (auto& [b, g] : graphs_) cudaGraphExecDestroy(g);
   for (auto& [b, g] : profile_graphs_) cudaGraphExecDestroy(g);
   for (cudaEvent_t e : events_) cudaEventDestroy(e);
+  if (step_done_ != nullptr) cudaEventDestroy(step_done_);
+  if (ahead_done_ != nullptr) cudaEventDestroy(ahead_done_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
@@ -139,6 +141,31 @@ Status CudaModelRunner::init(const LoadedModel& model, const CudaRunnerOptions& 
     } else {
       log_warning(
           strformat("CUDA: LATHE_CUDA_DECODE_SPLIT_BLOCKS_PER_SM=%s ignored (1 to 64 blocks)", bs));
+    }
+  }
+  // The decode attention merges its splits in thread-block clusters where the device allows it
+  // (decode_attention.h); LATHE_CUDA_DECODE_CLUSTER=0 keeps the workspace merge, =2..16 caps the
+  // cluster size.
+  if (decode_attention_)
+    decode_cluster_splits_ = decode_attention_cluster_splits(options_.dtype, config_.head_dim);
+  if (const char* cl = std::getenv("LATHE_CUDA_DECODE_CLUSTER")) {
+    const int v = std::atoi(cl);
+    if (v == 0 || (v >= 2 && v <= kDecodeAttentionMaxClusterSplits)) {
+      decode_cluster_splits_ = std::min(decode_cluster_splits_, v);
+    } else {
+      log_warning(
+          strformat("CUDA: LATHE_CUDA_DECODE_CLUSTER=%s ignored (0, or 2 to 16 blocks)", cl));
+    }
+  }
+  // LATHE_CUDA_LOOKAHEAD: the lookahead's batch limit (0: off), over the option's.
+  lookahead_max_seqs_ = std::max(0, o.lookahead_max_seqs);
+  if (const char* la = std::getenv("LATHE_CUDA_LOOKAHEAD")) {
+    const int v = std::atoi(la);
+    if (v >= 0 && v <= 256 &&
+        std::string_view(la).find_first_not_of("0123456789") == std::string_view::npos) {
+      lookahead_max_seqs_ = v;
+    } else {
+      log_warning(strformat("CUDA: LATHE_CUDA_LOOKAHEAD=%s ignored (0 to 256 sequences)", la));
     }
   }
   const char* fused = std::getenv("LATHE_CUDA_FUSED");
@@ -230,6 +257,7 @@ Status CudaModelRunner::allocate_kv_cache(int32_t num_blocks, int32_t block_size
     return invalid_argument(strformat(
         "KV cache needs num_blocks > 0 and block_size > 0, got %d and %d", num_blocks, block_size));
   LATHE_CUDA_TRY(cudaStreamSynchronize(stream_));
+  ahead_.pending = false;  // finished with the stream; its graph is about to go
   for (auto& [b, g] : graphs_) cudaGraphExecDestroy(g);
   graphs_.clear();
   for (auto& [b, g] : profile_graphs_) cudaGraphExecDestroy(g);
@@ -487,15 +515,16 @@ Status CudaModelRunner::run_forward(const ModelInput& in) {
   return Status();
 }
 
-Status CudaModelRunner::sample() {
-  const int32_t n = packed_.num_samples;
+Status CudaModelRunner::sample(const PackedStep& p, PinnedBuffer& tokens_host,
+                               PinnedBuffer& top_host) {
+  const int32_t n = p.num_samples;
   if (n == 0) return Status();
-  const DeviceSamplingRow* rows = StepArrays::at(step_dev_.get(), packed_.layout).sampling;
+  const DeviceSamplingRow* rows = StepArrays::at(step_dev_.get(), p.layout).sampling;
   const int32_t* banned =
-      reinterpret_cast<const int32_t*>(step_dev_.as<uint8_t>() + packed_.banned_offset);
+      reinterpret_cast<const int32_t*>(step_dev_.as<uint8_t>() + p.banned_offset);
   const int32_t* history =
-      reinterpret_cast<const int32_t*>(step_dev_.as<uint8_t>() + packed_.history_offset);
-  if (packed_.needs_processing)
+      reinterpret_cast<const int32_t*>(step_dev_.as<uint8_t>() + p.history_offset);
+  if (p.needs_processing)
     LATHE_RETURN_IF_ERROR(process_logits(logits_.as<float>(), config_.vocab_size, rows, n, banned,
                                          history, counts_.as<int32_t>(), stream_));
   LATHE_RETURN_IF_ERROR(sample_tokens(logits_.as<float>(), config_.vocab_size, rows, n,
@@ -506,22 +535,29 @@ Status CudaModelRunner::sample() {
     LATHE_RETURN_IF_ERROR(mark(Phase::kSampler));
     recording_ = false;
   }
-  LATHE_CUDA_TRY(cudaMemcpyAsync(sampled_host_.get(), sampled_.get(),
-                                 sizeof(DeviceSampledToken) * n, cudaMemcpyDeviceToHost, stream_));
-  if (packed_.needs_logprobs)
-    LATHE_CUDA_TRY(cudaMemcpyAsync(top_host_.get(), top_.get(),
+  LATHE_CUDA_TRY(cudaMemcpyAsync(tokens_host.get(), sampled_.get(), sizeof(DeviceSampledToken) * n,
+                                 cudaMemcpyDeviceToHost, stream_));
+  if (p.needs_logprobs)
+    LATHE_CUDA_TRY(cudaMemcpyAsync(top_host.get(), top_.get(),
                                    sizeof(DeviceTokenLogprob) * kMaxTopLogprobs * n,
                                    cudaMemcpyDeviceToHost, stream_));
   return Status();
 }
 
 Result<ModelOutput> CudaModelRunner::execute(const ModelInput& input) {
-  LATHE_RETURN_IF_ERROR(run_forward(input));
+  LATHE_ASSIGN_OR_RETURN(const bool predicted, take_ahead(input));
+  if (!predicted) {
+    LATHE_RETURN_IF_ERROR(run_forward(input));
+    const auto t1 = Clock::now();
+    LATHE_RETURN_IF_ERROR(sample(packed_, sampled_host_, top_host_));
+    LATHE_CUDA_TRY(cudaEventRecord(step_done_, stream_));
+    times_.launch_us += us_since(t1);
+  }
   const auto t1 = Clock::now();
-  LATHE_RETURN_IF_ERROR(sample());
+  LATHE_RETURN_IF_ERROR(launch_ahead(input));
   times_.launch_us += us_since(t1);
   const auto t2 = Clock::now();
-  LATHE_CUDA_TRY(cudaStreamSynchronize(stream_));
+  LATHE_CUDA_TRY(cudaEventSynchronize(step_done_));
   times_.wait_us = us_since(t2);
   if (profiling_) LATHE_RETURN_IF_ERROR(collect_profile());
 
@@ -545,11 +581,16 @@ Result<ModelOutput> CudaModelRunner::execute(const ModelInput& input) {
       }
     }
   }
+  // The predicted next step decodes the tokens just sampled.
+  if (ahead_.pending)
+    for (size_t i = 0; i < ahead_.expected.token_ids.size() && i < out.tokens.size(); ++i)
+      ahead_.expected.token_ids[i] = out.tokens[i].token;
   times_.finish_us = us_since(t3);
   return out;
 }
 
 Result<std::vector<float>> CudaModelRunner::compute_logits(const ModelInput& input) {
+  LATHE_RETURN_IF_ERROR(drop_ahead());
   LATHE_RETURN_IF_ERROR(run_forward(input));
   const int64_t v = config_.vocab_size;
   std::vector<float> rows(static_cast<size_t>(packed_.num_lm_rows) * static_cast<size_t>(v));

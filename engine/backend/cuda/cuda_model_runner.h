@@ -31,6 +31,15 @@
 // sampler, one copy of the sampled tokens back, one synchronization. Every buffer is allocated at
 // creation or in allocate_kv_cache(); serving never allocates device memory. One thread drives a
 // runner (ModelRunner's contract).
+//
+// Lookahead (cuda_model_runner_lookahead.cpp): after launching a decode step of at most
+// lookahead_max_seqs sequences whose input says the next step continues them, the runner launches
+// that next step too (predict_next_decode: positions + 1; the sampled ids are copied into its token
+// ids on the device) before waiting for this one, so the GPU does not idle through the host's turn.
+// The next execute() compares its input with the prediction: equal, the step is already running;
+// different, the runner waits for the predicted step, drops it and runs the real one. A dropped
+// step only wrote K/V at its sequences' next positions, inside blocks they held, which the real
+// steps (or a block's next owner) overwrite before anything reads them.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -99,6 +108,9 @@ class CudaModelRunner final : public ModelRunner {
 
   // For tools and tests.
   const StepTimes& last_step_times() const { return times_; }
+  // Predicted steps that the next input matched (hits) or did not (misses, each a dropped step).
+  int64_t lookahead_hits() const { return lookahead_hits_; }
+  int64_t lookahead_misses() const { return lookahead_misses_; }
   // Profiling: steps run eagerly with CUDA events between phases; phase_ms() accumulates GPU time
   // per phase over the profiled steps.
   void set_profiling(bool on);
@@ -139,9 +151,11 @@ class CudaModelRunner final : public ModelRunner {
   // Times whole decode steps of ch->m sequences (CUDA graphs unless eager) for every valid set of
   // fused parts and keeps the fastest in ch (none: ch->use = false).
   Status choose_fused_parts(FusedDecodeChoice* ch, int32_t context, int32_t blocks);
-  // One decode step's time in microseconds (graph replay unless eager), `fused` null: unfused.
-  Result<double> time_decode_step(const StepArrays& d, int32_t m, int32_t splits,
-                                  const FusedDecodeChoice* fused);
+  // Whole decode steps' times in microseconds (graph replay unless eager), one per variant
+  // (`fused` entries; null: unfused): every variant is captured first, then timed in interleaved
+  // rounds, keeping each one's fastest round, so that clock drift does not pick the winner.
+  Result<std::vector<double>> time_decode_steps(const StepArrays& d, int32_t m, int32_t splits,
+                                                const std::vector<const FusedDecodeChoice*>& fused);
   // The check at one M. `context_kv`: the scratch cache after the context prefill (restored before
   // every run); `rows`: f32 scratch for kDecodeGemvMaxM residual rows.
   Result<FusedDecodeCheck> check_fused_decode_at(const FusedDecodeChoice& ch, int32_t context,
@@ -177,7 +191,16 @@ class CudaModelRunner final : public ModelRunner {
                       bool pending);
   Status attention(const StepArrays& d, int64_t layer, int32_t num_tokens, int32_t num_seqs,
                    AttnPath path, int32_t splits);
-  Status sample();
+  // The sampler for a packed step, then copies of its tokens (and top logprobs) into the host
+  // buffers given.
+  Status sample(const PackedStep& p, PinnedBuffer& tokens_host, PinnedBuffer& top_host);
+  // Lookahead. launch_ahead: after step `in` is launched, launches its predicted successor when
+  // allowed (sets ahead_). take_ahead: whether `in` is the pending predicted step (then it becomes
+  // the current one); on a miss waits for the predicted step and drops it. drop_ahead: the same for
+  // callers other than execute().
+  Status launch_ahead(const ModelInput& in);
+  Result<bool> take_ahead(const ModelInput& in);
+  Status drop_ahead();
   Status ensure_events();
   Status record_event(Phase p);
   Status record_start();
@@ -203,6 +226,9 @@ class CudaModelRunner final : public ModelRunner {
   // the shortest split (0: the policy's), LATHE_CUDA_DECODE_SPLIT_BLOCKS_PER_SM the block budget.
   int32_t decode_split_tokens_ = 0;
   int decode_split_blocks_per_sm_ = kDecodeAttentionBlocksPerSm;
+  // Largest split count merged in a thread-block cluster (0: the workspace merge only). The split
+  // policy is capped at it, so every multi-split decode launch merges in clusters.
+  int32_t decode_cluster_splits_ = 0;
   bool fused_allowed_ = true;       // LATHE_CUDA_FUSED != 0
   bool fused_forced_ = false;       // LATHE_CUDA_FUSED == 1: wherever it fits, untimed
   bool fused_rope_allowed_ = true;  // LATHE_CUDA_FUSED_ROPE != 0
@@ -221,6 +247,20 @@ class CudaModelRunner final : public ModelRunner {
   PinnedBuffer step_host_, sampled_host_, top_host_;
   StepLimits limits_;
   PackedStep packed_;
+  cudaEvent_t step_done_ = nullptr;  // recorded after the current step's copies to the host
+
+  // Lookahead: the predicted step in flight, with its own host buffers and completion event
+  // (swapped with the current step's on a hit).
+  struct Ahead {
+    bool pending = false;  // launched and not yet taken or dropped
+    ModelInput expected;   // its input; token ids set once the current step's tokens are read
+    PackedStep packed;
+  };
+  Ahead ahead_;
+  int32_t lookahead_max_seqs_ = 0;
+  PinnedBuffer ahead_step_host_, ahead_sampled_host_, ahead_top_host_;
+  cudaEvent_t ahead_done_ = nullptr;
+  int64_t lookahead_hits_ = 0, lookahead_misses_ = 0;
   AttnPath last_path_ = AttnPath::kDecode;
 
   // KV cache: per layer K then V, each [num_blocks, block_size, num_kv_heads, head_dim].

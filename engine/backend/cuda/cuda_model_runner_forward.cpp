@@ -3,6 +3,7 @@
 // attention of a layer by path (FlashInfer prefill, tensor-core decode, Lathe's split-KV kernel).
 // The pieces are separate so that the fused path's check (fused_decode_check.cpp) runs exactly
 // the code that serves, one layer at a time.
+#include <algorithm>
 #include <cmath>
 
 #include "engine/backend/cuda/add_rms_norm.h"
@@ -59,6 +60,8 @@ Status CudaModelRunner::attention(const StepArrays& d, int64_t li, int32_t t, in
     lathe_kernel(da);
     da.max_splits =
         decode_attention_splits_for(s, hkv, props_.sm_count, decode_split_blocks_per_sm_);
+    if (decode_cluster_splits_ > 0) da.max_splits = std::min(da.max_splits, decode_cluster_splits_);
+    da.cluster_merge = decode_cluster_splits_ > 0;
     da.min_split_tokens = decode_split_tokens_ > 0
                               ? decode_split_tokens_
                               : decode_attention_min_split_tokens(s, hkv, props_.sm_count);

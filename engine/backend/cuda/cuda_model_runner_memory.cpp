@@ -65,6 +65,12 @@ Status CudaModelRunner::allocate_buffers() {
   LATHE_RETURN_IF_ERROR(top_.allocate(top_bytes, "top logprobs"));
   LATHE_RETURN_IF_ERROR(sampled_host_.allocate(sampled_bytes, "sampled tokens (host)"));
   LATHE_RETURN_IF_ERROR(top_host_.allocate(top_bytes, "top logprobs (host)"));
+  LATHE_RETURN_IF_ERROR(ahead_sampled_host_.allocate(sampled_bytes, "sampled tokens (host)"));
+  LATHE_RETURN_IF_ERROR(ahead_top_host_.allocate(top_bytes, "top logprobs (host)"));
+  if (step_done_ == nullptr)
+    LATHE_CUDA_TRY(cudaEventCreateWithFlags(&step_done_, cudaEventDisableTiming));
+  if (ahead_done_ == nullptr)
+    LATHE_CUDA_TRY(cudaEventCreateWithFlags(&ahead_done_, cudaEventDisableTiming));
   return allocate_step_buffers();
 }
 
@@ -85,6 +91,7 @@ Status CudaModelRunner::allocate_step_buffers() {
       step_dev_.allocate(fixed + 4 * limits_.max_pages + tail + 64, "step inputs"));
   LATHE_RETURN_IF_ERROR(
       step_host_.allocate(fixed + 4 * limits_.max_pages + kInitialTailBytes, "step inputs (host)"));
+  LATHE_RETURN_IF_ERROR(ahead_step_host_.allocate(step_host_.bytes(), "step inputs (host)"));
   return Status();
 }
 
@@ -226,8 +233,14 @@ std::string CudaModelRunner::plan_summary() const {
                 format_bytes(static_cast<double>(memory_.activation_bytes)).c_str(),
                 format_bytes(static_cast<double>(memory_.kv_budget_bytes)).c_str(),
                 prefill_ ? "FlashInfer FA2" : "Lathe split-KV");
-  s += strformat("decode attention %s, ",
-                 decode_attention_ ? "tensor-core GQA (decode_attention)" : "Lathe split-KV");
+  std::string attn = "Lathe split-KV";
+  if (decode_attention_) {
+    attn = "tensor-core GQA (decode_attention";
+    if (decode_cluster_splits_ > 0)
+      attn += strformat(", splits merged in clusters of <= %d", decode_cluster_splits_);
+    attn += ")";
+  }
+  s += "decode attention " + attn + ", ";
   std::string fused;
   for (const FusedDecodeChoice& ch : fused_report_) {
     if (!ch.use) continue;

@@ -185,50 +185,81 @@ Status CudaModelRunner::tune_fused_decode(void* x_scratch, void* y_scratch) {
   return check_fused_decode();
 }
 
-Result<double> CudaModelRunner::time_decode_step(const StepArrays& d, int32_t m, int32_t splits,
-                                                 const FusedDecodeChoice* fused) {
-  auto step = [&]() { return forward_with(d, m, m, m, AttnPath::kDecode, splits, fused); };
-  LATHE_RETURN_IF_ERROR(step());  // warm-up: modules, cuBLASLt plans
-  LATHE_CUDA_TRY(cudaStreamSynchronize(stream_));
-  cudaGraphExec_t exec = nullptr;
-  if (!options_.enforce_eager) {
+Result<std::vector<double>> CudaModelRunner::time_decode_steps(
+    const StepArrays& d, int32_t m, int32_t splits,
+    const std::vector<const FusedDecodeChoice*>& fused) {
+  constexpr int kRounds = 3;
+  const size_t n = fused.size();
+  std::vector<cudaGraphExec_t> execs(n, nullptr);
+  auto destroy = [&]() {
+    for (cudaGraphExec_t& e : execs)
+      if (e != nullptr) cudaGraphExecDestroy(e), e = nullptr;
+  };
+  auto step = [&](size_t v) {
+    return forward_with(d, m, m, m, AttnPath::kDecode, splits, fused[v]);
+  };
+  for (size_t v = 0; v < n; ++v) {
+    Status s = step(v);  // warm-up: modules, cuBLASLt plans
+    if (const cudaError_t err = cudaStreamSynchronize(stream_); s.is_ok() && err != cudaSuccess)
+      s = cuda_error(err, "cudaStreamSynchronize");
+    if (!s.is_ok()) {
+      destroy();
+      return s;
+    }
+    if (options_.enforce_eager) continue;
     // As served: one graph with its programmatic edges. If capture fails here, eager launches time
     // it (capture_graphs() decides about graphs later, on its own).
     cudaGraph_t graph = nullptr;
     if (cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
-      Status s;
       capturing_ = true;
-      s = step();
+      s = step(v);
       capturing_ = false;
       const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
-      if (s.is_ok() && end == cudaSuccess && cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess)
-        exec = nullptr;
+      if (s.is_ok() && end == cudaSuccess &&
+          cudaGraphInstantiate(&execs[v], graph, 0) != cudaSuccess)
+        execs[v] = nullptr;
       if (graph != nullptr) cudaGraphDestroy(graph);
     }
-    if (exec == nullptr) cudaGetLastError();
+    if (execs[v] == nullptr) cudaGetLastError();
   }
-  auto replay = [&]() -> Status {
-    if (exec == nullptr) return step();
-    LATHE_CUDA_TRY(cudaGraphLaunch(exec, stream_));
-    return Status();
-  };
-  Result<double> us = time_launches_us(replay, stream_, 2, 6);
-  if (exec != nullptr) cudaGraphExecDestroy(exec);
-  return us;
+  std::vector<double> best(n, 0.0);
+  for (int round = 0; round < kRounds; ++round)
+    for (size_t v = 0; v < n; ++v) {
+      auto replay = [&]() -> Status {
+        if (execs[v] == nullptr) return step(v);
+        LATHE_CUDA_TRY(cudaGraphLaunch(execs[v], stream_));
+        return Status();
+      };
+      Result<double> us = time_launches_us(replay, stream_, 1, 4);
+      if (!us.is_ok()) {
+        destroy();
+        return us.status();
+      }
+      if (round == 0 || us.value() < best[v]) best[v] = us.value();
+    }
+  destroy();
+  return best;
 }
 
 Status CudaModelRunner::choose_fused_parts(FusedDecodeChoice* ch, int32_t context, int32_t blocks) {
   const int32_t m = static_cast<int32_t>(ch->m);
   LATHE_ASSIGN_OR_RETURN(const StepArrays d, pack_check_step(m, context, blocks));
   const int32_t splits = paged_attention_splits_for(m, config_.num_kv_heads, props_.sm_count);
-  FusedDecodeChoice trial = *ch;
+  const auto& sets = fused_part_sets();
+  std::vector<FusedDecodeChoice> trials(sets.size(), *ch);
+  std::vector<const FusedDecodeChoice*> variants;
+  for (size_t i = 0; i < sets.size(); ++i) {
+    trials[i].parts = sets[i];
+    variants.push_back(sets[i].any() ? &trials[i] : nullptr);
+  }
+  LATHE_ASSIGN_OR_RETURN(const std::vector<double> times,
+                         time_decode_steps(d, m, splits, variants));
   FusedParts best;
   double best_us = 0;
   ch->steps.clear();
-  for (const FusedParts& parts : fused_part_sets()) {
-    trial.parts = parts;
-    LATHE_ASSIGN_OR_RETURN(const double us,
-                           time_decode_step(d, m, splits, parts.any() ? &trial : nullptr));
+  for (size_t i = 0; i < sets.size(); ++i) {
+    const FusedParts& parts = sets[i];
+    const double us = times[i];
     if (!parts.any()) ch->step_unfused_us = us;
     // A set must beat the fastest so far by 0.5% (replays of one graph vary by ~0.1-0.3%): ties go
     // to fewer fused parts, the unfused path first.

@@ -22,7 +22,7 @@ struct LoadedModel;
 
 // Bump when a member of CudaPluginApi or a type it passes (CudaRunnerOptions, CudaDeviceProperties,
 // ModelRunner, LoadedModel, ...) changes in a way an older plugin would misread.
-inline constexpr uint32_t kCudaPluginAbiVersion = 1;
+inline constexpr uint32_t kCudaPluginAbiVersion = 2;  // 2: ModelInput::next_step_continues
 // The exported symbol (extern "C") and the file name the loader looks for.
 inline constexpr const char* kCudaPluginEntryPoint = "lathe_cuda_plugin_api";
 inline constexpr const char* kCudaPluginFileName = "liblathe_cuda.so";

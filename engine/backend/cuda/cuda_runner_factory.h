@@ -26,6 +26,11 @@ struct CudaRunnerOptions {
   int32_t block_size = 16;    // KV tokens per block the engine will use (may differ at allocation)
   double gpu_memory_utilization = 0.90;  // share of device memory Lathe may use, (0, 1]
   uint64_t dummy_seed = 0;  // seed of ModelFormat::kDummy weights (same values as the CPU's)
+  // Lookahead (ModelInput::next_step_continues): decode steps of at most this many sequences start
+  // their predicted successor before their own tokens are read back; 0 turns it off. Small batches
+  // only: there the host's turn between steps is a visible share of the step, and a discarded
+  // step (a sequence ending on EOS, an arrival) costs least.
+  int32_t lookahead_max_seqs = 1;
 };
 
 // Loads `model` onto the GPU (weights once, dequantizing GGUF types), allocates every activation

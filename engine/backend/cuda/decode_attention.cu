@@ -1,5 +1,7 @@
 #include "engine/backend/cuda/decode_attention.h"
 
+#include <cooperative_groups.h>
+
 #include <algorithm>
 #include <atomic>
 #include <string>
@@ -17,6 +19,13 @@ constexpr int kStages = 2;  // cp.async stages per warp
 constexpr int kMaxGroup = 16;
 constexpr int kMergeSlots = 32;  // >= kWarps and >= kDecodeAttentionMaxSplits
 static_assert(kMergeSlots >= kWarps && kMergeSlots >= kDecodeAttentionMaxSplits);
+constexpr int kMaxCluster = kDecodeAttentionMaxClusterSplits;
+static_assert(kMaxCluster <= kMergeSlots);
+
+// The cluster merge exists in sm_90 code only; the host launches clusters only for such code.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define LATHE_DECODE_CLUSTER_MERGE 1
+#endif
 
 // Shared-memory geometry for one head_dim. Rows are padded by 16 bytes so that the 8 row addresses
 // of an ldmatrix fall in distinct bank groups.
@@ -27,7 +36,8 @@ struct Geometry {
   static constexpr int kWarpElems = kStages * kStageElems;        // a warp's ring
   static constexpr int kSmemBytes = kWarps * kWarpElems * 2;      // 16-bit elements
   static constexpr int kMergeBytes = kWarps * kMaxGroup * D * 4;  // reused after the loop
-  static_assert(kMergeBytes <= kSmemBytes, "merge area must fit in the stage buffers");
+  static constexpr int kPartBytes = kMaxGroup * D * 4;  // the block's partial, for its cluster
+  static_assert(kMergeBytes + kPartBytes <= kSmemBytes, "merge areas must fit in the stages");
 };
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
@@ -99,6 +109,13 @@ struct Mma<__half> {
   }
 };
 
+// `n` cluster barriers (arrive + wait), for blocks of a cluster launch that merge nothing.
+__device__ __forceinline__ void cluster_barriers(int n) {
+#ifdef LATHE_DECODE_CLUSTER_MERGE
+  for (int i = 0; i < n; ++i) cooperative_groups::this_cluster().sync();
+#endif
+}
+
 struct Range {
   int32_t kv_len;  // the query sits at kv_len - 1
   int32_t begin, end;
@@ -131,6 +148,9 @@ __global__ void __launch_bounds__(kThreads, 3)
   __shared__ float wgt_sm[kMaxGroup][kMergeSlots];  // merge weights per head (warps or splits)
   __shared__ float blk_m[kMaxGroup], blk_l[kMaxGroup];
   __shared__ int last_sm;
+  // Launched as clusters of max_splits blocks along z (the host sets this only then): every block
+  // of the cluster passes the same two cluster barriers, whatever it computes.
+  const bool cluster = a.cluster_merge;
 
   const int32_t seq = blockIdx.x, kvh = blockIdx.y, split = blockIdx.z;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -143,6 +163,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   const Range r = block_range(a, seq, split);
   if (split >= r.splits) {
     pdl_trigger();
+    if (cluster) cluster_barriers(2);
     return;
   }
   const int32_t num_tiles = r.end > r.begin ? (r.end - r.begin + kTile - 1) / kTile : 0;
@@ -365,8 +386,68 @@ __global__ void __launch_bounds__(kThreads, 3)
       const float l = blk_l[h];
       out[i] = from_float<T>(l > 0.f ? acc / l : 0.f);
     }
+    if (cluster) cluster_barriers(2);
     return;
   }
+
+#ifdef LATHE_DECODE_CLUSTER_MERGE
+  if (cluster) {
+    // The block's partial (unnormalized output; blk_m / blk_l hold its max and sum) stays in its
+    // shared memory; after the first barrier every split's partial can be read. Block `split`
+    // merges elements [split * per, (split + 1) * per) of the group's group x D outputs.
+    namespace cg = cooperative_groups;
+    cg::cluster_group cl = cg::this_cluster();
+    __shared__ float split_l[kMaxGroup][kMaxCluster];
+    __shared__ float merged_l[kMaxGroup];
+    float* part = reinterpret_cast<float*>(smem + G::kMergeBytes);  // [group][D]
+    for (int i = threadIdx.x; i < group * D; i += kThreads) {
+      const int h = i / D, d = i % D;
+      float acc = 0.f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) acc = fmaf(wgt_sm[h][w], o_sm[(w * group + h) * D + d], acc);
+      part[i] = acc;
+    }
+    cl.sync();
+    // Every split's (max, sum) per head, then the merge weights exp(m_s - max) and the total sum.
+    for (int i = threadIdx.x; i < group * r.splits; i += kThreads) {
+      const int h = i / r.splits, sp = i % r.splits;
+      wgt_sm[h][sp] = *cl.map_shared_rank(&blk_m[h], sp);
+      split_l[h][sp] = *cl.map_shared_rank(&blk_l[h], sp);
+    }
+    __syncthreads();
+    if (threadIdx.x < group) {
+      const int h = threadIdx.x;
+      float mx = -INFINITY;
+      for (int sp = 0; sp < r.splits; ++sp) mx = fmaxf(mx, wgt_sm[h][sp]);
+      float total = 0.f;
+      for (int sp = 0; sp < r.splits; ++sp) {
+        const float e = wgt_sm[h][sp] == -INFINITY ? 0.f : expf(wgt_sm[h][sp] - mx);
+        wgt_sm[h][sp] = e;
+        total += e * split_l[h][sp];
+      }
+      merged_l[h] = total;
+    }
+    __syncthreads();
+    const int per = (group * D + r.splits - 1) / r.splits;
+    const int end = min(group * D, (split + 1) * per);
+    T* out = static_cast<T*>(a.out) + head0 * D;
+    for (int i = split * per + threadIdx.x; i < end; i += kThreads) {
+      const int h = i / D;
+      float v[kMaxCluster];
+#pragma unroll
+      for (int sp = 0; sp < kMaxCluster; ++sp)  // all loads first: one remote latency, not 16
+        v[sp] = sp < r.splits ? *cl.map_shared_rank(part + i, sp) : 0.f;
+      float acc = 0.f;
+#pragma unroll
+      for (int sp = 0; sp < kMaxCluster; ++sp)
+        if (sp < r.splits) acc = fmaf(wgt_sm[h][sp], v[sp], acc);
+      const float l = merged_l[h];
+      out[i] = from_float<T>(l > 0.f ? acc / l : 0.f);
+    }
+    cl.sync();  // no block leaves while another may still read its shared memory
+    return;
+  }
+#endif
 
   // Partial of this split: unnormalized output, its max and sum.
   float* ws_o = a.workspace;
@@ -420,20 +501,74 @@ __global__ void __launch_bounds__(kThreads, 3)
   if (threadIdx.x == 0) a.counters[static_cast<int64_t>(seq) * a.num_kv_heads + kvh] = 0;
 }
 
+// Opts the kernel in to its dynamic shared memory (once).
 template <typename T, int D>
-cudaError_t launch(const DecodeAttentionArgs& a, cudaStream_t stream) {
-  auto kernel = decode_attention_kernel<T, D>;
+cudaError_t configure() {
   constexpr int kSmem = Geometry<D>::kSmemBytes;
   static std::atomic<bool> configured{false};
   if (kSmem > (48 << 10) && !configured.load(std::memory_order_relaxed)) {
-    const cudaError_t err =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    const cudaError_t err = cudaFuncSetAttribute(
+        decode_attention_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
     if (err != cudaSuccess) return err;
     configured.store(true, std::memory_order_relaxed);
   }
+  return cudaSuccess;
+}
+
+// The largest cluster (16 or 8 blocks) of this kernel the current device can run, 0 for none.
+template <typename T, int D>
+int32_t probe_cluster_splits() {
+  auto kernel = decode_attention_kernel<T, D>;
+  int device = 0, can_cluster = 0;
+  cudaFuncAttributes fa{};
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&can_cluster, cudaDevAttrClusterLaunch, device) != cudaSuccess ||
+      !can_cluster || cudaFuncGetAttributes(&fa, kernel) != cudaSuccess || fa.binaryVersion < 90 ||
+      configure<T, D>() != cudaSuccess) {
+    cudaGetLastError();  // a refused probe leaves no error for later launches to report
+    return 0;
+  }
+  const bool non_portable =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) ==
+      cudaSuccess;
+  cudaGetLastError();
+  for (int size : {kMaxCluster, 8}) {
+    if (size > 8 && !non_portable) continue;
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = 1;
+    attr.val.clusterDim.y = 1;
+    attr.val.clusterDim.z = static_cast<unsigned>(size);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(1, 1, static_cast<unsigned>(size));
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = Geometry<D>::kSmemBytes;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    int clusters = 0;
+    if (cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg) == cudaSuccess && clusters > 0)
+      return size;
+    cudaGetLastError();
+  }
+  return 0;
+}
+
+template <typename T, int D>
+int32_t cluster_splits() {
+  static const int32_t splits = probe_cluster_splits<T, D>();  // one device type per process
+  return splits;
+}
+
+template <typename T, int D>
+cudaError_t launch(const DecodeAttentionArgs& a, cudaStream_t stream) {
+  if (const cudaError_t err = configure<T, D>(); err != cudaSuccess) return err;
+  DecodeAttentionArgs k = a;
+  k.cluster_merge = a.cluster_merge && a.max_splits > 1 && a.max_splits <= cluster_splits<T, D>();
   const dim3 grid(static_cast<unsigned>(a.num_seqs), static_cast<unsigned>(a.num_kv_heads),
                   static_cast<unsigned>(a.max_splits));
-  return launch_kernel(kernel, grid, dim3(kThreads), kSmem, stream, a);
+  const dim3 cluster(1, 1, k.cluster_merge ? static_cast<unsigned>(a.max_splits) : 1);
+  return launch_kernel_in_clusters(decode_attention_kernel<T, D>, grid, dim3(kThreads), cluster,
+                                   Geometry<D>::kSmemBytes, stream, k);
 }
 
 }  // namespace
@@ -453,6 +588,14 @@ int32_t decode_attention_splits_for(int64_t num_seqs, int64_t num_kv_heads, int 
 int32_t decode_attention_min_split_tokens(int64_t num_seqs, int64_t num_kv_heads, int sm_count) {
   return num_seqs * num_kv_heads * 8 <= sm_count ? kDecodeAttentionShortSplitTokens
                                                  : kDecodeAttentionMinSplitTokens;
+}
+
+int32_t decode_attention_cluster_splits(DType dtype, int64_t head_dim) {
+  if (!is_act_dtype(dtype) || (head_dim != 64 && head_dim != 128)) return 0;
+  int32_t splits = 0;
+  LATHE_DISPATCH_ACT(
+      dtype, T, { splits = head_dim == 64 ? cluster_splits<T, 64>() : cluster_splits<T, 128>(); });
+  return splits;
 }
 
 int64_t decode_attention_workspace_bytes(int64_t num_seqs, int64_t num_heads, int64_t head_dim,

@@ -18,9 +18,15 @@
 // each); inside a block the warps take 16-position tiles round-robin, each warp
 // with its own two-stage cp.async pipeline in shared memory (no block barrier in the loop),
 // keeping per-warp softmax state, and the four warps merge through shared memory. With more than
-// one split, each block writes its partial (max, sum, unnormalized output) to `workspace`, and the
-// last block of a (sequence, KV head) to finish (counted with an atomic in `counters`, which it
-// resets to zero) merges them: no second kernel. Tiles that do not hold the newest position are
+// one split, the splits of a (sequence, KV head) merge in one of two ways, with no second kernel:
+//  - cluster merge (Hopper; cluster_merge and max_splits <= decode_attention_cluster_splits()):
+//    the max_splits blocks of a (sequence, KV head) are one thread-block cluster; each keeps its
+//    partial (max, sum, unnormalized output) in its shared memory, and after a cluster barrier
+//    each merges a slice of the output reading every split's partial through distributed shared
+//    memory (no global round trip, fence or atomic; a second barrier keeps the partials alive);
+//  - workspace merge (otherwise): each block writes its partial to `workspace`, and the last block
+//    to finish (counted with an atomic in `counters`, which it resets to zero) merges them.
+// Tiles that do not hold the newest position are
 // loaded before griddepcontrol.wait (the KV cache of earlier positions does not depend on the
 // previous kernel), so under programmatic dependent launch they overlap the QKV kernels.
 // Limits: head_dim 64 or 128; num_heads / num_kv_heads <= 16 (decode_attention_supports()).
@@ -45,6 +51,8 @@ constexpr int kDecodeAttentionMaxSplits = 32;
 // of the multiprocessors (batch 1-2): the chain per block is what batch 1 waits for.
 constexpr int kDecodeAttentionBlocksPerSm = 4;
 constexpr int kDecodeAttentionShortSplitTokens = 64;
+// The largest thread-block cluster the cluster merge uses (a non-portable size on Hopper).
+constexpr int kDecodeAttentionMaxClusterSplits = 16;
 
 struct DecodeAttentionArgs {
   const void* q = nullptr;
@@ -67,6 +75,8 @@ struct DecodeAttentionArgs {
   int32_t min_split_tokens = kDecodeAttentionMinSplitTokens;
   float* workspace = nullptr;   // decode_attention_workspace_bytes(); needed when max_splits > 1
   int32_t* counters = nullptr;  // [num_seqs * num_kv_heads], zero before and after each launch
+  // Merge splits in thread-block clusters where possible (see above); false: always the workspace.
+  bool cluster_merge = true;
   DType dtype = DType::kBF16;
 };
 
@@ -78,6 +88,11 @@ int32_t decode_attention_splits_for(int64_t num_seqs, int64_t num_kv_heads, int 
                                     int blocks_per_sm = kDecodeAttentionBlocksPerSm);
 // The min_split_tokens of the split policy.
 int32_t decode_attention_min_split_tokens(int64_t num_seqs, int64_t num_kv_heads, int sm_count);
+
+// The most splits one launch can merge in a cluster on the current device: 16 where the device
+// takes that non-portable cluster size for this kernel, else 8, 0 without cluster launch (before
+// Hopper, or a build without sm_90 code). Probed once per process for each (dtype, head_dim).
+int32_t decode_attention_cluster_splits(DType dtype, int64_t head_dim);
 
 // Bytes of workspace for num_seqs queries with max_splits > 1 (0 otherwise).
 int64_t decode_attention_workspace_bytes(int64_t num_seqs, int64_t num_heads, int64_t head_dim,

@@ -41,22 +41,44 @@ __device__ __forceinline__ void pdl_trigger() {
 #endif
 }
 
-// Launches `kernel`, with the programmatic-stream-serialization attribute when pdl_enabled().
+// Launches `kernel` in thread-block clusters of `cluster` blocks (grid must be a multiple of it;
+// dim3(1, 1, 1): no clusters), with the programmatic-stream-serialization attribute when
+// pdl_enabled().
 template <typename... Params, typename... Args>
-cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                          cudaStream_t stream, Args&&... args) {
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+cudaError_t launch_kernel_in_clusters(void (*kernel)(Params...), dim3 grid, dim3 block,
+                                      dim3 cluster, size_t smem, cudaStream_t stream,
+                                      Args&&... args) {
+  cudaLaunchAttribute attr[2];
+  unsigned n = 0;
+  // Only on explicit streams (the runner's): the legacy default stream keeps ordinary launches.
+  if (stream != nullptr && pdl_enabled()) {
+    attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  if (cluster.x * cluster.y * cluster.z > 1) {
+    attr[n].id = cudaLaunchAttributeClusterDimension;
+    attr[n].val.clusterDim.x = cluster.x;
+    attr[n].val.clusterDim.y = cluster.y;
+    attr[n].val.clusterDim.z = cluster.z;
+    ++n;
+  }
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cfg.attrs = attr;
-  // Only on explicit streams (the runner's): the legacy default stream keeps ordinary launches.
-  cfg.numAttrs = stream != nullptr && pdl_enabled() ? 1 : 0;
+  cfg.numAttrs = n;
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+// Launches `kernel`, with the programmatic-stream-serialization attribute when pdl_enabled().
+template <typename... Params, typename... Args>
+cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                          cudaStream_t stream, Args&&... args) {
+  return launch_kernel_in_clusters(kernel, grid, block, dim3(1, 1, 1), smem, stream,
+                                   std::forward<Args>(args)...);
 }
 
 template <typename T>

@@ -8,7 +8,8 @@
 //   prefill and throughput: FLOPs (matmuls + attention) / measured BF16 GEMM rate
 //
 //   lathe_cuda_bench --model benchmarks/configs/llama-3.1-8b [--copy-gbps G] [--gemm-tflops T]
-//       [--latency 512,128] [--prefill 2048] [--decode 1,8,32,64,128,256] [--context 512]
+//       [--latency 512,128] [--prefill 2048] [--decode 1,8,32,64,128,256] [--context
+//       512[,2048,...]]
 //       [--profile 1,64] [--throughput 1000,1024,128] [--max-num-seqs 256]
 //       [--max-num-batched-tokens 8192] [--max-model-len 4096] [--gpu-memory-utilization 0.9]
 //       [--dtype bf16|f16] [--enforce-eager] [--skip LIST]
@@ -57,6 +58,7 @@ std::vector<int64_t> parse_list(const std::string& s) {
 struct Seq {
   std::vector<TokenId> tokens;
   int32_t computed = 0;
+  int32_t prompt_len = 0;
   int32_t target = 0;  // total length when done
   std::vector<int32_t> blocks;
 };
@@ -76,6 +78,7 @@ class Driver {
     const int32_t need = blocks_for(total_len);
     if (need > free_blocks()) return false;
     s = Seq();
+    s.prompt_len = prompt_len;
     for (int32_t i = 0; i < prompt_len; ++i)
       s.tokens.push_back(static_cast<TokenId>(rng() % vocab_));
     s.target = total_len;
@@ -92,8 +95,11 @@ class Driver {
 
   // Runs one step computing chunks[i].second tokens of chunks[i].first; a sequence whose chunk
   // reaches its last token is sampled and the token appended. Returns the step's wall time (ms).
+  // Like the engine, a decode step whose sequences all continue past it says so
+  // (ModelInput::next_step_continues: the runner may look ahead).
   double step(const std::vector<std::pair<Seq*, int32_t>>& chunks) {
     ModelInput in;
+    in.next_step_continues = true;
     int32_t max_blocks = 1;
     for (const auto& [s, n] : chunks)
       max_blocks = std::max(max_blocks, static_cast<int32_t>(s->blocks.size()));
@@ -116,10 +122,13 @@ class Driver {
       std::vector<int32_t> row = s.blocks;
       row.resize(static_cast<size_t>(max_blocks), 0);
       in.block_tables.insert(in.block_tables.end(), row.begin(), row.end());
-      if (s.computed + n == static_cast<int32_t>(s.tokens.size())) {
+      const int32_t len = static_cast<int32_t>(s.tokens.size());
+      in.next_step_continues = in.next_step_continues && n == 1 && len + 1 < s.target;
+      if (s.computed + n == len) {
         in.sample_seqs.push_back(static_cast<int32_t>(i));
         SamplingRow row_params;
         row_params.temperature = 0.f;
+        row_params.step = static_cast<uint64_t>(len - s.prompt_len);
         in.sampling.push_back(row_params);
       }
     }
@@ -173,7 +182,8 @@ struct Options {
   std::vector<int64_t> latency = {512, 128};
   int64_t prefill = 2048;
   std::vector<int64_t> decode = {1, 8, 32, 64, 128, 256};
-  int64_t context = 512;
+  int64_t context = 512;                  // the profile's, and the first of the decode contexts
+  std::vector<int64_t> contexts = {512};  // decode: one table per context
   std::vector<int64_t> profile = {1, 64};
   std::vector<int64_t> throughput = {1000, 1024, 128};
   std::string skip;
@@ -204,9 +214,11 @@ int main(int argc, char** argv) {
       o.prefill = std::atoll(next().c_str());
     else if (a == "--decode")
       o.decode = parse_list(next());
-    else if (a == "--context")
-      o.context = std::atoll(next().c_str());
-    else if (a == "--profile")
+    else if (a == "--context") {
+      o.contexts = parse_list(next());
+      if (o.contexts.empty()) die("--context needs at least one length");
+      o.context = o.contexts.front();
+    } else if (a == "--profile")
       o.profile = parse_list(next());
     else if (a == "--throughput")
       o.throughput = parse_list(next());
@@ -324,8 +336,9 @@ int main(int argc, char** argv) {
     const auto& st = r.last_step_times();
     std::printf(
         "[latency] last decode step host time: prepare %.1f us, launch %.1f us, wait %.1f us, "
-        "finish %.1f us (graph %d)\n",
-        st.prepare_us, st.launch_us, st.wait_us, st.finish_us, st.graph ? st.bucket : 0);
+        "finish %.1f us (graph %d); lookahead hits %lld, misses %lld\n",
+        st.prepare_us, st.launch_us, st.wait_us, st.finish_us, st.graph ? st.bucket : 0,
+        static_cast<long long>(r.lookahead_hits()), static_cast<long long>(r.lookahead_misses()));
     if (bound > 0)
       std::printf(
           "[latency] roofline %.1f tok/s (%.2f GB/token at %.0f GB/s): %.1f%% of roofline\n", bound,
@@ -372,9 +385,10 @@ int main(int argc, char** argv) {
 
   // 3. Decode at batch sizes: prefill B sequences of `context` tokens, then timed decode steps.
   double step_ms_b64 = 0, cpu_us_b64 = 0;
-  if (!skipped("decode")) {
+  for (int64_t context : o.contexts) {
+    if (skipped("decode")) break;
     std::printf("\n[decode] context %lld tokens, 8 warm-up + 32 timed steps per batch size\n",
-                static_cast<long long>(o.context));
+                static_cast<long long>(context));
     std::printf("[decode] %5s %10s %10s %12s %12s %10s %8s\n", "batch", "step_ms", "tok/s",
                 "host_us", "host_%", "bound_tok/s", "%bound");
     std::string curve;
@@ -383,8 +397,8 @@ int main(int argc, char** argv) {
       std::vector<Seq> seqs(static_cast<size_t>(b));
       bool ok = true;
       for (Seq& s : seqs)
-        ok = ok && drv.admit(s, static_cast<int32_t>(o.context),
-                             static_cast<int32_t>(o.context) + 48, rng);
+        ok = ok &&
+             drv.admit(s, static_cast<int32_t>(context), static_cast<int32_t>(context) + 48, rng);
       if (!ok) {
         std::printf("[decode] %5lld: KV cache too small, skipped\n", static_cast<long long>(b));
         for (Seq& s : seqs) drv.release(s);
@@ -404,16 +418,16 @@ int main(int argc, char** argv) {
       const double step = ms_since(t0) / 32;
       host /= 32;
       const double tps = b / (step * 1e-3);
-      const double bound = decode_bound_tps(b, o.context + 24);
+      const double bound = decode_bound_tps(b, context + 24);
       std::printf("[decode] %5lld %10.3f %10.0f %12.1f %11.1f%% %10.0f %7.1f%%\n",
                   static_cast<long long>(b), step, tps, host, 100 * host / (step * 1e3), bound,
                   bound > 0 ? 100 * tps / bound : 0.0);
       curve += strformat(" B%lld=%.0f", static_cast<long long>(b), tps);
-      if (b == 64) step_ms_b64 = step, cpu_us_b64 = host;
+      if (b == 64 && context == o.context) step_ms_b64 = step, cpu_us_b64 = host;
       for (Seq& s : seqs) drv.release(s);
     }
-    summary.push_back("decode tok/s (context " + std::to_string(o.context) + "):" + curve);
-    if (step_ms_b64 > 0)
+    summary.push_back("decode tok/s (context " + std::to_string(context) + "):" + curve);
+    if (step_ms_b64 > 0 && context == o.context)
       summary.push_back(strformat(
           "CPU overhead per step at batch 64: %.1f us of %.3f ms = %.2f%% (target < 10%%)",
           cpu_us_b64, step_ms_b64, 100 * cpu_us_b64 / (step_ms_b64 * 1e3)));

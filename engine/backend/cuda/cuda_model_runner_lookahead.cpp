@@ -1,0 +1,79 @@
+// CudaModelRunner's lookahead (cuda_model_runner.h): the predicted next decode step launched behind
+// the current one, and the check of the next input against it.
+#include <chrono>
+#include <utility>
+
+#include "engine/backend/cuda/cuda_model_runner.h"
+#include "engine/runtime/next_decode_input.h"
+
+namespace lathe::cuda {
+
+Status CudaModelRunner::launch_ahead(const ModelInput& in) {
+  if (lookahead_max_seqs_ <= 0 || !in.next_step_continues || profiling_ || !times_.graph ||
+      in.num_seqs() > lookahead_max_seqs_)
+    return Status();
+  std::optional<ModelInput> next = predict_next_decode(in, block_size_);
+  if (!next) return Status();
+  const int32_t bucket = bucket_for(next->num_seqs());
+  const auto graph = graphs_.find(bucket);
+  if (bucket <= 0 || graph == graphs_.end() || !check_step(*next, limits_).is_ok()) return Status();
+  // ahead_step_host_ has no copy in flight: the last one from it was this step's predecessor's
+  // (taken, and waited for in the previous execute()) or a dropped prediction's (waited for).
+  const int64_t need = step_bytes(*next, limits_, bucket);
+  if (need > ahead_step_host_.bytes())
+    LATHE_RETURN_IF_ERROR(ahead_step_host_.allocate(need, "step inputs (host)"));
+  LATHE_RETURN_IF_ERROR(pack_step(*next, limits_, bucket, true, ahead_step_host_.as<uint8_t>(),
+                                  ahead_step_host_.bytes(), step_dev_.bytes(), &ahead_.packed));
+  // Stream order: this step's graph, sampler and copies to the host are done with step_dev_ and
+  // sampled_ before the predicted step's inputs overwrite them.
+  LATHE_CUDA_TRY(cudaMemcpyAsync(step_dev_.get(), ahead_step_host_.get(),
+                                 static_cast<size_t>(ahead_.packed.bytes), cudaMemcpyHostToDevice,
+                                 stream_));
+  // Token i of the predicted step is the token sampled for row i of this one (sample_seqs are
+  // 0..S-1 in both).
+  uint8_t* ids = step_dev_.as<uint8_t>() + ahead_.packed.layout.token_ids;
+  LATHE_CUDA_TRY(cudaMemcpy2DAsync(ids, sizeof(int32_t), sampled_.get(), sizeof(DeviceSampledToken),
+                                   sizeof(int32_t), static_cast<size_t>(next->num_seqs()),
+                                   cudaMemcpyDeviceToDevice, stream_));
+  LATHE_CUDA_TRY(cudaGraphLaunch(graph->second, stream_));
+  LATHE_RETURN_IF_ERROR(sample(ahead_.packed, ahead_sampled_host_, ahead_top_host_));
+  LATHE_CUDA_TRY(cudaEventRecord(ahead_done_, stream_));
+  ahead_.expected = std::move(*next);
+  ahead_.pending = true;
+  return Status();
+}
+
+Result<bool> CudaModelRunner::take_ahead(const ModelInput& in) {
+  if (!ahead_.pending) return false;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!same_step(in, ahead_.expected)) {
+    LATHE_RETURN_IF_ERROR(drop_ahead());
+    return false;
+  }
+  ahead_.pending = false;
+  ++lookahead_hits_;
+  // The predicted step becomes the current one: its inputs, outputs and completion event.
+  std::swap(step_host_, ahead_step_host_);
+  std::swap(sampled_host_, ahead_sampled_host_);
+  std::swap(top_host_, ahead_top_host_);
+  std::swap(step_done_, ahead_done_);
+  packed_ = ahead_.packed;
+  times_ = StepTimes{};
+  times_.graph = true;
+  times_.bucket = packed_.num_seqs;
+  times_.prepare_us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  return true;
+}
+
+Status CudaModelRunner::drop_ahead() {
+  if (!ahead_.pending) return Status();
+  ahead_.pending = false;
+  ++lookahead_misses_;
+  // Its K/V writes went to its sequences' next slots, inside blocks they held; whatever runs next
+  // rewrites them before reading (model_io.h). Waiting frees its host buffers.
+  LATHE_CUDA_TRY(cudaEventSynchronize(ahead_done_));
+  return Status();
+}
+
+}  // namespace lathe::cuda
