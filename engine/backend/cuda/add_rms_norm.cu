@@ -11,33 +11,6 @@ constexpr int kThreads = 256;
 // use (one memory latency per row instead of one per element). Longer rows re-read the rest.
 constexpr int kRegGroups = 4;
 
-// 4 elements of x (a 16-bit type) from an 8-byte aligned address.
-template <typename T>
-__device__ __forceinline__ float4 load4(const T* p) {
-  const uint2 raw = *reinterpret_cast<const uint2*>(p);
-  const T* e = reinterpret_cast<const T*>(&raw);
-  return make_float4(to_float(e[0]), to_float(e[1]), to_float(e[2]), to_float(e[3]));
-}
-
-template <typename T>
-__device__ __forceinline__ void store4(T* p, float4 v) {
-  uint2 raw;
-  T* e = reinterpret_cast<T*>(&raw);
-  e[0] = from_float<T>(v.x);
-  e[1] = from_float<T>(v.y);
-  e[2] = from_float<T>(v.z);
-  e[3] = from_float<T>(v.w);
-  *reinterpret_cast<uint2*>(p) = raw;
-}
-
-__device__ __forceinline__ double sum_sq(float4 h) {
-  double s = static_cast<double>(h.x) * static_cast<double>(h.x);
-  s += static_cast<double>(h.y) * static_cast<double>(h.y);
-  s += static_cast<double>(h.z) * static_cast<double>(h.z);
-  s += static_cast<double>(h.w) * static_cast<double>(h.w);
-  return s;
-}
-
 // What block r of a norm kernel works on: residual row s = row_index[r] (or r), x's row s (null
 // without x), and whether the sum is written back to the residual (an add without a row gather).
 template <typename T>
@@ -85,7 +58,7 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t g = threadIdx.x + static_cast<int64_t>(j) * kThreads;
     if (g < groups) {
       if (write_back) reinterpret_cast<float4*>(res)[g] = h[j];
-      ss += sum_sq(h[j]);
+      ss += sum_sq4(h[j]);
     }
   }
   for (int64_t g = threadIdx.x + kRegGroups * kThreads; g < groups; g += kThreads) {
@@ -95,7 +68,7 @@ __global__ void __launch_bounds__(kThreads)
       v.x += xv.x, v.y += xv.y, v.z += xv.z, v.w += xv.w;
     }
     if (write_back) reinterpret_cast<float4*>(res)[g] = v;
-    ss += sum_sq(v);
+    ss += sum_sq4(v);
   }
   ss = block_sum(ss, scratch);
   const float inv =

@@ -191,6 +191,10 @@ class CudaModelRunner final : public ModelRunner {
                       bool pending);
   Status attention(const StepArrays& d, int64_t layer, int32_t num_tokens, int32_t num_seqs,
                    AttnPath path, int32_t splits);
+  // RoPE and the KV write of layer L as a QKV epilogue (gemv_epilogue.h): the step's positions and
+  // KV slots, the layer's caches, `style` (the model's, unless a test hook breaks it).
+  GemvRopeKv rope_kv_epilogue(const DeviceLayer& L, RopeStyle style, const int32_t* positions,
+                              const int64_t* slots, void* k_cache, void* v_cache) const;
   // The sampler for a packed step, then copies of its tokens (and top logprobs) into the host
   // buffers given.
   Status sample(const PackedStep& p, PinnedBuffer& tokens_host, PinnedBuffer& top_host);

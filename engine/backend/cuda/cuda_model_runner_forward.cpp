@@ -107,6 +107,22 @@ Status CudaModelRunner::embed(const StepArrays& d, int32_t t) {
   return mark(Phase::kEmbedding);
 }
 
+GemvRopeKv CudaModelRunner::rope_kv_epilogue(const DeviceLayer& L, RopeStyle style,
+                                             const int32_t* positions, const int64_t* slots,
+                                             void* k_cache, void* v_cache) const {
+  GemvRopeKv rp;
+  rp.num_heads = static_cast<int32_t>(config_.num_heads);
+  rp.num_kv_heads = static_cast<int32_t>(config_.num_kv_heads);
+  rp.head_dim = static_cast<int32_t>(config_.head_dim);
+  rp.positions = positions;
+  rp.inv_freq = inv_freq_.as<float>();
+  rp.style = style;
+  rp.q_bias = L.q_bias, rp.k_bias = L.k_bias, rp.v_bias = L.v_bias;
+  rp.k_cache = k_cache, rp.v_cache = v_cache;
+  rp.slot_mapping = slots;
+  return rp;
+}
+
 Status CudaModelRunner::layer(const StepArrays& d, int64_t li, int32_t t, int32_t s, AttnPath path,
                               int32_t splits, const FusedDecodeChoice* fused, bool pending) {
   const ModelConfig& c = config_;
@@ -149,16 +165,8 @@ Status CudaModelRunner::layer(const StepArrays& d, int64_t li, int32_t t, int32_
   norm.eps = eps;
   norm.dtype = dt;
   // RoPE and the KV write in a QKV epilogue (no QK norm): decode_gemv's (fused QKV) or gemv's.
-  GemvRopeKv rp;
-  rp.num_heads = static_cast<int32_t>(hq);
-  rp.num_kv_heads = static_cast<int32_t>(hkv);
-  rp.head_dim = static_cast<int32_t>(hd);
-  rp.positions = d.positions;
-  rp.inv_freq = inv_freq_.as<float>();
-  rp.style = rope_style;
-  rp.q_bias = L.q_bias, rp.k_bias = L.k_bias, rp.v_bias = L.v_bias;
-  rp.k_cache = k_cache, rp.v_cache = v_cache;
-  rp.slot_mapping = d.slot_mapping;
+  const GemvRopeKv rp =
+      rope_kv_epilogue(L, rope_style, d.positions, d.slot_mapping, k_cache, v_cache);
   const LinearWeight qkv_w{L.qkv, qkv_dim, h, "qkv_proj"};
   const bool rope_fused = fp.qkv && fused->rope;
   const bool rope_epilogue = !fp.qkv && gemv_epilogues_ && t <= kGemvEpilogueMaxM &&

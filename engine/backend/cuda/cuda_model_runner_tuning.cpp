@@ -130,16 +130,8 @@ Status CudaModelRunner::tune_fused_decode(void* x_scratch, void* y_scratch) {
     if (fused_rope_allowed_ && L.q_norm == nullptr) {
       DecodeGemvArgs call = calls[0];
       call.output = GemvOutput::kRopeKv;
-      GemvRopeKv& rp = call.rope;
-      rp.num_heads = static_cast<int32_t>(c.num_heads);
-      rp.num_kv_heads = static_cast<int32_t>(c.num_kv_heads);
-      rp.head_dim = static_cast<int32_t>(c.head_dim);
-      rp.positions = rk.positions;
-      rp.inv_freq = rk.inv_freq;
-      rp.style = c.rope_style;
-      rp.q_bias = L.q_bias, rp.k_bias = L.k_bias, rp.v_bias = L.v_bias;
-      rp.k_cache = rk.k_cache, rp.v_cache = rk.v_cache;
-      rp.slot_mapping = rk.slot_mapping;
+      call.rope =
+          rope_kv_epilogue(L, c.rope_style, rk.positions, rk.slot_mapping, rk.k_cache, rk.v_cache);
       int bps = 1;
       LATHE_ASSIGN_OR_RETURN(ch.rope_fused_us, tune_call(call, &bps));
       ch.rope_unfused_us = qkv_us;

@@ -46,25 +46,6 @@ __device__ __forceinline__ void to_float8(const uint4& raw, float (&out)[8]) {
   for (int i = 0; i < 8; ++i) out[i] = to_float(e[i]);
 }
 
-__device__ __forceinline__ double sum_sq4(float4 h) {
-  double s = static_cast<double>(h.x) * static_cast<double>(h.x);
-  s += static_cast<double>(h.y) * static_cast<double>(h.y);
-  s += static_cast<double>(h.z) * static_cast<double>(h.z);
-  s += static_cast<double>(h.w) * static_cast<double>(h.w);
-  return s;
-}
-
-template <typename T>
-__device__ __forceinline__ void store4(T* p, float a, float b, float c, float d) {
-  uint2 raw;
-  T* e = reinterpret_cast<T*>(&raw);
-  e[0] = from_float<T>(a);
-  e[1] = from_float<T>(b);
-  e[2] = from_float<T>(c);
-  e[3] = from_float<T>(d);
-  *reinterpret_cast<uint2*>(p) = raw;
-}
-
 // x of the block into shared memory: xs[m * k + i], m < M.
 template <typename T, int M, GemvInput IN>
 __device__ __forceinline__ void build_x(const Params& p, T* xs, double (*red)[M], float* inv_rms) {
@@ -151,8 +132,9 @@ __device__ __forceinline__ void build_x(const Params& p, T* xs, double (*red)[M]
         for (int q = 0; q < G; ++q) {
           const int g = g0 + q * kThreads;
           if (g < groups)
-            store4(xs + m * k + 4 * g, (h[m][q].x * inv) * wv[q].x, (h[m][q].y * inv) * wv[q].y,
-                   (h[m][q].z * inv) * wv[q].z, (h[m][q].w * inv) * wv[q].w);
+            store4(xs + m * k + 4 * g,
+                   make_float4((h[m][q].x * inv) * wv[q].x, (h[m][q].y * inv) * wv[q].y,
+                               (h[m][q].z * inv) * wv[q].z, (h[m][q].w * inv) * wv[q].w));
         }
       }
     }

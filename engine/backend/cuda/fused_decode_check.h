@@ -6,8 +6,8 @@
 // not); then, because kernels timed alone are not kernels in a graph (run 4: a fused layer 114 us
 // alone vs 127 us unfused, yet the fused step 4.88 ms vs 4.29 ms: it lost the overlap that
 // programmatic dependent launch gives the unfused kernels), whole decode steps, as CUDA graphs
-// from the same 32-position context, for every valid set of fused projections (FusedParts); the
-// fastest set serves, none when the unfused step is fastest.
+// from the same kFusedCheckContext-position context, for every valid set of fused projections
+// (FusedParts); the fastest set serves, none when the unfused step is fastest.
 //
 // Check (fused_decode_check.cpp), for every M the timing kept: the fused and the unfused sequence
 // run ONE LAYER at a time from identical inputs, on the loaded model's weights and shapes: a
@@ -41,9 +41,11 @@ namespace lathe::cuda {
 // Relative error a fused layer (its residual update, its K/V rows) and the fused LM head (logits)
 // may show against the unfused path from identical inputs.
 inline constexpr double kFusedLayerTolerance = 2e-2;
-// Context positions before the checked tokens (fewer when max-model-len or the batch token budget
-// is smaller).
-inline constexpr int32_t kFusedCheckContext = 32;
+// Context positions before the timed and checked tokens (fewer when max-model-len or the batch
+// token budget is smaller): a context where the decode attention splits as it does when it serves
+// (docs/gpu-notes.md, run 20: at 32 positions, one split in a cluster of 16, a batch-1 graph step
+// took 4217 us against 4108 us at 576 positions on the same machine).
+inline constexpr int32_t kFusedCheckContext = 512;
 
 // The outcome of the check at one M.
 struct FusedDecodeCheck {

@@ -153,43 +153,14 @@ cudaError_t launch(const void* x, const void* w, const PairOut& out, int64_t k,
                        early_weight_loads());
 }
 
-// The epilogues for M <= kGemvEpilogueMaxM (16-bit output).
-template <typename T, GemvOutput OUT>
-cudaError_t launch_epilogue(int64_t m, const void* x, const void* w, const PairOut& out, int64_t k,
-                            cudaStream_t stream) {
-  switch (m) {
-    case 1:
-      return launch<T, T, 1, OUT>(x, w, out, k, stream);
-    case 2:
-      return launch<T, T, 2, OUT>(x, w, out, k, stream);
-    case 3:
-      return launch<T, T, 3, OUT>(x, w, out, k, stream);
-    default:
-      return launch<T, T, 4, OUT>(x, w, out, k, stream);
-  }
-}
-
-template <typename T, typename OutT>
+// The kernel for the runtime m: M = m below kMaxM, kMaxM from there (callers check m's range).
+// Stores instantiate M up to kGemvMaxM, the SwiGLU and RoPE/KV epilogues up to kGemvEpilogueMaxM.
+template <typename T, typename OutT, GemvOutput OUT, int kMaxM, int M = 1>
 cudaError_t launch_m(int64_t m, const void* x, const void* w, const PairOut& out, int64_t k,
                      cudaStream_t stream) {
-  switch (m) {
-    case 1:
-      return launch<T, OutT, 1>(x, w, out, k, stream);
-    case 2:
-      return launch<T, OutT, 2>(x, w, out, k, stream);
-    case 3:
-      return launch<T, OutT, 3>(x, w, out, k, stream);
-    case 4:
-      return launch<T, OutT, 4>(x, w, out, k, stream);
-    case 5:
-      return launch<T, OutT, 5>(x, w, out, k, stream);
-    case 6:
-      return launch<T, OutT, 6>(x, w, out, k, stream);
-    case 7:
-      return launch<T, OutT, 7>(x, w, out, k, stream);
-    default:
-      return launch<T, OutT, 8>(x, w, out, k, stream);
-  }
+  if constexpr (M < kMaxM)
+    if (m != M) return launch_m<T, OutT, OUT, kMaxM, M + 1>(m, x, w, out, k, stream);
+  return launch<T, OutT, M, OUT>(x, w, out, k, stream);
 }
 
 }  // namespace
@@ -218,13 +189,15 @@ Status gemv(DType dtype, DType out_dtype, const void* x, const void* w, void* y,
   const PairOut out = pair_out(output, y, n, rope);
   cudaError_t err = cudaSuccess;
   LATHE_DISPATCH_ACT(dtype, T, {
+    constexpr GemvOutput kStore = GemvOutput::kStore;
     if (output == GemvOutput::kSwiglu) {
-      err = launch_epilogue<T, GemvOutput::kSwiglu>(m, x, w, out, k, stream);
+      err = launch_m<T, T, GemvOutput::kSwiglu, kGemvEpilogueMaxM>(m, x, w, out, k, stream);
     } else if (output == GemvOutput::kRopeKv) {
-      err = launch_epilogue<T, GemvOutput::kRopeKv>(m, x, w, out, k, stream);
+      err = launch_m<T, T, GemvOutput::kRopeKv, kGemvEpilogueMaxM>(m, x, w, out, k, stream);
     } else {
-      err = out_dtype == DType::kF32 ? launch_m<T, float>(m, x, w, out, k, stream)
-                                     : launch_m<T, T>(m, x, w, out, k, stream);
+      err = out_dtype == DType::kF32
+                ? launch_m<T, float, kStore, kGemvMaxM>(m, x, w, out, k, stream)
+                : launch_m<T, T, kStore, kGemvMaxM>(m, x, w, out, k, stream);
     }
   });
   if (err != cudaSuccess) return cuda_error(err, "launch of gemv_kernel");

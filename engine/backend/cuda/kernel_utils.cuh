@@ -135,6 +135,34 @@ __device__ __forceinline__ void store8(T* p, const float (&in)[8]) {
   *reinterpret_cast<uint4*>(p) = raw;
 }
 
+// 4 elements of a 16-bit type from / to an 8-byte aligned address.
+template <typename T>
+__device__ __forceinline__ float4 load4(const T* p) {
+  const uint2 raw = *reinterpret_cast<const uint2*>(p);
+  const T* e = reinterpret_cast<const T*>(&raw);
+  return make_float4(to_float(e[0]), to_float(e[1]), to_float(e[2]), to_float(e[3]));
+}
+template <typename T>
+__device__ __forceinline__ void store4(T* p, float4 v) {
+  uint2 raw;
+  T* e = reinterpret_cast<T*>(&raw);
+  e[0] = from_float<T>(v.x);
+  e[1] = from_float<T>(v.y);
+  e[2] = from_float<T>(v.z);
+  e[3] = from_float<T>(v.w);
+  *reinterpret_cast<uint2*>(p) = raw;
+}
+
+// The sum of squares of 4 floats in float64, in element order: the RMSNorm kernels' (add_rms_norm
+// and the norm prologue of decode_gemv) share it so that both give the same inverse RMS.
+__device__ __forceinline__ double sum_sq4(float4 h) {
+  double s = static_cast<double>(h.x) * static_cast<double>(h.x);
+  s += static_cast<double>(h.y) * static_cast<double>(h.y);
+  s += static_cast<double>(h.z) * static_cast<double>(h.z);
+  s += static_cast<double>(h.w) * static_cast<double>(h.w);
+  return s;
+}
+
 // SwiGLU's gate activation times up, in float32 with the CPU reference's operation order
 // (cpu::swiglu: g / (1 + exp(-g)) * u); shared by swiglu.cu and decode_gemv.cu so that both paths
 // compute the same function.
