@@ -385,6 +385,11 @@ class CudaAttentionTest : public QObject {
     // Batch 8: up to 8 splits of >= 128 positions (4 blocks per SM over 64 pairs).
     QCOMPARE(cuda::decode_attention_splits_for(8, 8, sms), 8);
     QCOMPARE(cuda::decode_attention_min_split_tokens(8, 8, sms), 128);
+    // Cluster merges in the same latency regime only.
+    QVERIFY(cuda::decode_attention_cluster_pays(1, 8, sms));
+    QVERIFY(cuda::decode_attention_cluster_pays(2, 8, sms));
+    QVERIFY(!cuda::decode_attention_cluster_pays(4, 8, sms));
+    QVERIFY(!cuda::decode_attention_cluster_pays(8, 8, sms));
     // Batch 64 and more: the pairs alone fill the GPU, no split.
     QCOMPARE(cuda::decode_attention_splits_for(64, 8, sms), 1);
     QCOMPARE(cuda::decode_attention_splits_for(256, 8, sms), 1);

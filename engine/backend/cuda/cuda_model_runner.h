@@ -230,8 +230,9 @@ class CudaModelRunner final : public ModelRunner {
   // the shortest split (0: the policy's), LATHE_CUDA_DECODE_SPLIT_BLOCKS_PER_SM the block budget.
   int32_t decode_split_tokens_ = 0;
   int decode_split_blocks_per_sm_ = kDecodeAttentionBlocksPerSm;
-  // Largest split count merged in a thread-block cluster (0: the workspace merge only). The split
-  // policy is capped at it, so every multi-split decode launch merges in clusters.
+  // Largest split count merged in a thread-block cluster (0: the workspace merge only). Where the
+  // policy merges in clusters (decode_attention_cluster_pays: batch 1-2 of 8 KV heads on an H200)
+  // the split count is capped at it.
   int32_t decode_cluster_splits_ = 0;
   bool fused_allowed_ = true;       // LATHE_CUDA_FUSED != 0
   bool fused_forced_ = false;       // LATHE_CUDA_FUSED == 1: wherever it fits, untimed

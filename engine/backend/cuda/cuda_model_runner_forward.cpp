@@ -60,8 +60,9 @@ Status CudaModelRunner::attention(const StepArrays& d, int64_t li, int32_t t, in
     lathe_kernel(da);
     da.max_splits =
         decode_attention_splits_for(s, hkv, props_.sm_count, decode_split_blocks_per_sm_);
-    if (decode_cluster_splits_ > 0) da.max_splits = std::min(da.max_splits, decode_cluster_splits_);
-    da.cluster_merge = decode_cluster_splits_ > 0;
+    da.cluster_merge =
+        decode_cluster_splits_ > 0 && decode_attention_cluster_pays(s, hkv, props_.sm_count);
+    if (da.cluster_merge) da.max_splits = std::min(da.max_splits, decode_cluster_splits_);
     da.min_split_tokens = decode_split_tokens_ > 0
                               ? decode_split_tokens_
                               : decode_attention_min_split_tokens(s, hkv, props_.sm_count);

@@ -586,8 +586,13 @@ int32_t decode_attention_splits_for(int64_t num_seqs, int64_t num_kv_heads, int 
 }
 
 int32_t decode_attention_min_split_tokens(int64_t num_seqs, int64_t num_kv_heads, int sm_count) {
-  return num_seqs * num_kv_heads * 8 <= sm_count ? kDecodeAttentionShortSplitTokens
-                                                 : kDecodeAttentionMinSplitTokens;
+  return decode_attention_cluster_pays(num_seqs, num_kv_heads, sm_count)
+             ? kDecodeAttentionShortSplitTokens
+             : kDecodeAttentionMinSplitTokens;
+}
+
+bool decode_attention_cluster_pays(int64_t num_seqs, int64_t num_kv_heads, int sm_count) {
+  return num_seqs * num_kv_heads * 8 <= sm_count;
 }
 
 int32_t decode_attention_cluster_splits(DType dtype, int64_t head_dim) {

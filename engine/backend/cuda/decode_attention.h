@@ -89,6 +89,13 @@ int32_t decode_attention_splits_for(int64_t num_seqs, int64_t num_kv_heads, int 
 // The min_split_tokens of the split policy.
 int32_t decode_attention_min_split_tokens(int64_t num_seqs, int64_t num_kv_heads, int sm_count);
 
+// Whether the split policy merges in clusters at this batch: in the latency regime only (the
+// (sequence, KV head) pairs at most an eighth of the multiprocessors, as for the short splits),
+// where the merge's chain is what a step waits for. Larger batches fill the GPU with blocks, and
+// co-scheduling clusters of them cost more than the merge (run 18/21: batch 8, 1 561-1 575 tok/s in
+// clusters against 1 625-1 635 through the workspace).
+bool decode_attention_cluster_pays(int64_t num_seqs, int64_t num_kv_heads, int sm_count);
+
 // The most splits one launch can merge in a cluster on the current device: 16 where the device
 // takes that non-portable cluster size for this kernel, else 8, 0 without cluster launch (before
 // Hopper, or a build without sm_90 code). Probed once per process for each (dtype, head_dim).
