@@ -197,7 +197,7 @@ if [[ " $SKIP " != *" bench "* ]] && [ "$(left)" -gt 200 ]; then
     --gemm-tflops "${GEMM:-0}" --skip prefill,decode,profile,throughput > "$OUT/bench-nopdl.txt" 2>&1
   log "exit $?"
   SUMMARY+=("A/B without PDL: $(grep '^batch-1 decode' "$OUT/bench-nopdl.txt")")
-  # Run 15 (this session): the decode attention's split merge in thread-block clusters against the
+  # Runs 16-22: the decode attention's split merge in thread-block clusters against the
   # workspace merge, and the lookahead against none, with the default twice around them against
   # drift; gemv's epilogues off once more.
   ab() {  # name, env assignments...
