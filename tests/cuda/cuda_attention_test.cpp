@@ -390,6 +390,17 @@ class CudaAttentionTest : public QObject {
     QVERIFY(cuda::decode_attention_cluster_pays(2, 8, sms));
     QVERIFY(!cuda::decode_attention_cluster_pays(4, 8, sms));
     QVERIFY(!cuda::decode_attention_cluster_pays(8, 8, sms));
+    // The whole plan: clusters cap the splits at batch 1; batch 8 keeps the workspace merge.
+    const cuda::DecodeSplitPlan b1 = cuda::decode_attention_split_plan(1, 8, sms, 16);
+    QCOMPARE(b1.max_splits, 16);
+    QCOMPARE(b1.min_split_tokens, 64);
+    QVERIFY(b1.cluster_merge);
+    QVERIFY(!cuda::decode_attention_split_plan(1, 8, sms, 0).cluster_merge);
+    QCOMPARE(cuda::decode_attention_split_plan(1, 8, sms, 0).max_splits, 32);
+    const cuda::DecodeSplitPlan b8 = cuda::decode_attention_split_plan(8, 8, sms, 16);
+    QCOMPARE(b8.max_splits, 8);
+    QCOMPARE(b8.min_split_tokens, 128);
+    QVERIFY(!b8.cluster_merge);
     // Batch 64 and more: the pairs alone fill the GPU, no split.
     QCOMPARE(cuda::decode_attention_splits_for(64, 8, sms), 1);
     QCOMPARE(cuda::decode_attention_splits_for(256, 8, sms), 1);

@@ -51,6 +51,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend/cuda/add_rms_norm.h"
 #include "engine/backend/cuda/cuda_common.h"
 #include "engine/backend/cuda/cuda_runner_factory.h"
 #include "engine/backend/cuda/cuda_weights.h"
@@ -60,6 +61,7 @@
 #include "engine/backend/cuda/gemm.h"
 #include "engine/backend/cuda/linear.h"
 #include "engine/backend/cuda/prefill_attention.h"
+#include "engine/backend/cuda/qkv_rope_kv.h"
 #include "engine/backend/cuda/step_inputs.h"
 #include "engine/model/model_config.h"
 #include "engine/runtime/model_runner.h"
@@ -191,10 +193,20 @@ class CudaModelRunner final : public ModelRunner {
                       bool pending);
   Status attention(const StepArrays& d, int64_t layer, int32_t num_tokens, int32_t num_seqs,
                    AttnPath path, int32_t splits);
-  // RoPE and the KV write of layer L as a QKV epilogue (gemv_epilogue.h): the step's positions and
-  // KV slots, the layer's caches, `style` (the model's, unless a test hook breaks it).
-  GemvRopeKv rope_kv_epilogue(const DeviceLayer& L, RopeStyle style, const int32_t* positions,
-                              const int64_t* slots, void* k_cache, void* v_cache) const;
+  // Argument structs the forward pass, its tuning and its check fill alike.
+  // norm_args: RMSNorm of the residual stream into xnorm_, for `rows` rows, with `weight`; the
+  // pending projection proj_out_ added first when add_pending.
+  AddRmsNormArgs norm_args(const float* weight, bool add_pending, int32_t rows) const;
+  // decode_gemv_args: the fields every fused batch-1..4 call shares (m rows, norm epsilon `eps`,
+  // the residual stream).
+  DecodeGemvArgs decode_gemv_args(int32_t m, float eps) const;
+  // qkv_rope_kv_args: bias, QK norm, RoPE (`style`: the model's unless a test hook breaks it) and
+  // the KV write of layer L for `tokens` rows of `qkv`; rope_kv_epilogue: the same as a QKV
+  // epilogue (gemv_epilogue.h; no QK norm).
+  QkvRopeKvArgs qkv_rope_kv_args(const DeviceLayer& L, RopeStyle style, void* qkv, int32_t tokens,
+                                 const int32_t* positions, const int64_t* slots, void* k_cache,
+                                 void* v_cache) const;
+  static GemvRopeKv rope_kv_epilogue(const QkvRopeKvArgs& rk);
   // The sampler for a packed step, then copies of its tokens (and top logprobs) into the host
   // buffers given.
   Status sample(const PackedStep& p, PinnedBuffer& tokens_host, PinnedBuffer& top_host);

@@ -3,7 +3,6 @@
 // attention of a layer by path (FlashInfer prefill, tensor-core decode, Lathe's split-KV kernel).
 // The pieces are separate so that the fused path's check (fused_decode_check.cpp) runs exactly
 // the code that serves, one layer at a time.
-#include <algorithm>
 #include <cmath>
 
 #include "engine/backend/cuda/add_rms_norm.h"
@@ -58,14 +57,11 @@ Status CudaModelRunner::attention(const StepArrays& d, int64_t li, int32_t t, in
   if (path == AttnPath::kDecode && decode_attention_) {
     DecodeAttentionArgs da;
     lathe_kernel(da);
-    da.max_splits =
-        decode_attention_splits_for(s, hkv, props_.sm_count, decode_split_blocks_per_sm_);
-    da.cluster_merge =
-        decode_cluster_splits_ > 0 && decode_attention_cluster_pays(s, hkv, props_.sm_count);
-    if (da.cluster_merge) da.max_splits = std::min(da.max_splits, decode_cluster_splits_);
-    da.min_split_tokens = decode_split_tokens_ > 0
-                              ? decode_split_tokens_
-                              : decode_attention_min_split_tokens(s, hkv, props_.sm_count);
+    const DecodeSplitPlan plan = decode_attention_split_plan(
+        s, hkv, props_.sm_count, decode_cluster_splits_, decode_split_blocks_per_sm_);
+    da.max_splits = plan.max_splits;
+    da.cluster_merge = plan.cluster_merge;
+    da.min_split_tokens = decode_split_tokens_ > 0 ? decode_split_tokens_ : plan.min_split_tokens;
     da.counters = attn_counters_.as<int32_t>();
     return decode_attention(da, stream_);
   }
@@ -108,19 +104,63 @@ Status CudaModelRunner::embed(const StepArrays& d, int32_t t) {
   return mark(Phase::kEmbedding);
 }
 
-GemvRopeKv CudaModelRunner::rope_kv_epilogue(const DeviceLayer& L, RopeStyle style,
-                                             const int32_t* positions, const int64_t* slots,
-                                             void* k_cache, void* v_cache) const {
+AddRmsNormArgs CudaModelRunner::norm_args(const float* weight, bool add_pending,
+                                          int32_t rows) const {
+  AddRmsNormArgs a;
+  a.residual = residual_.as<float>();
+  a.x = add_pending ? proj_out_.get() : nullptr;
+  a.weight = weight;
+  a.out = xnorm_.get();
+  a.rows = rows;
+  a.dim = config_.hidden_size;
+  a.eps = static_cast<float>(config_.rms_norm_eps);
+  a.dtype = options_.dtype;
+  return a;
+}
+
+DecodeGemvArgs CudaModelRunner::decode_gemv_args(int32_t m, float eps) const {
+  DecodeGemvArgs g;
+  g.dtype = options_.dtype;
+  g.m = m;
+  g.eps = eps;
+  g.residual = residual_.as<float>();
+  g.out_dtype = options_.dtype;
+  return g;
+}
+
+QkvRopeKvArgs CudaModelRunner::qkv_rope_kv_args(const DeviceLayer& L, RopeStyle style, void* qkv,
+                                                int32_t tokens, const int32_t* positions,
+                                                const int64_t* slots, void* k_cache,
+                                                void* v_cache) const {
+  QkvRopeKvArgs rk;
+  rk.qkv = qkv;
+  rk.num_tokens = tokens;
+  rk.num_heads = config_.num_heads;
+  rk.num_kv_heads = config_.num_kv_heads;
+  rk.head_dim = config_.head_dim;
+  rk.positions = positions;
+  rk.inv_freq = inv_freq_.as<float>();
+  rk.style = style;
+  rk.q_bias = L.q_bias, rk.k_bias = L.k_bias, rk.v_bias = L.v_bias;
+  rk.q_norm = L.q_norm, rk.k_norm = L.k_norm;
+  rk.eps = static_cast<float>(config_.rms_norm_eps);
+  rk.k_cache = k_cache, rk.v_cache = v_cache;
+  rk.slot_mapping = slots;
+  rk.dtype = options_.dtype;
+  return rk;
+}
+
+GemvRopeKv CudaModelRunner::rope_kv_epilogue(const QkvRopeKvArgs& rk) {
   GemvRopeKv rp;
-  rp.num_heads = static_cast<int32_t>(config_.num_heads);
-  rp.num_kv_heads = static_cast<int32_t>(config_.num_kv_heads);
-  rp.head_dim = static_cast<int32_t>(config_.head_dim);
-  rp.positions = positions;
-  rp.inv_freq = inv_freq_.as<float>();
-  rp.style = style;
-  rp.q_bias = L.q_bias, rp.k_bias = L.k_bias, rp.v_bias = L.v_bias;
-  rp.k_cache = k_cache, rp.v_cache = v_cache;
-  rp.slot_mapping = slots;
+  rp.num_heads = static_cast<int32_t>(rk.num_heads);
+  rp.num_kv_heads = static_cast<int32_t>(rk.num_kv_heads);
+  rp.head_dim = static_cast<int32_t>(rk.head_dim);
+  rp.positions = rk.positions;
+  rp.inv_freq = rk.inv_freq;
+  rp.style = rk.style;
+  rp.q_bias = rk.q_bias, rp.k_bias = rk.k_bias, rp.v_bias = rk.v_bias;
+  rp.k_cache = rk.k_cache, rp.v_cache = rk.v_cache;
+  rp.slot_mapping = rk.slot_mapping;
   return rp;
 }
 
@@ -149,25 +189,13 @@ Status CudaModelRunner::layer(const StepArrays& d, int64_t li, int32_t t, int32_
 
   // The fused batch-1..4 parts (decode_gemv.h): the residual stream is updated by the o/down
   // epilogues, the norms run in the QKV and gate/up prologues, SwiGLU in the gate/up epilogue.
-  DecodeGemvArgs g;
-  g.dtype = dt;
-  g.m = t;
-  g.eps = prologue_eps;
-  g.residual = residual_.as<float>();
-  g.out_dtype = dt;
+  DecodeGemvArgs g = decode_gemv_args(t, prologue_eps);
 
-  AddRmsNormArgs norm;
-  norm.residual = residual_.as<float>();
-  norm.x = pending ? proj_out_.get() : nullptr;
-  norm.weight = L.attn_norm;
-  norm.out = xnorm_.get();
-  norm.rows = t;
-  norm.dim = h;
-  norm.eps = eps;
-  norm.dtype = dt;
+  AddRmsNormArgs norm = norm_args(L.attn_norm, pending, t);
+  const QkvRopeKvArgs rk =
+      qkv_rope_kv_args(L, rope_style, qkv_.get(), t, d.positions, d.slot_mapping, k_cache, v_cache);
   // RoPE and the KV write in a QKV epilogue (no QK norm): decode_gemv's (fused QKV) or gemv's.
-  const GemvRopeKv rp =
-      rope_kv_epilogue(L, rope_style, d.positions, d.slot_mapping, k_cache, v_cache);
+  const GemvRopeKv rp = rope_kv_epilogue(rk);
   const LinearWeight qkv_w{L.qkv, qkv_dim, h, "qkv_proj"};
   const bool rope_fused = fp.qkv && fused->rope;
   const bool rope_epilogue = !fp.qkv && gemv_epilogues_ && t <= kGemvEpilogueMaxM &&
@@ -193,25 +221,6 @@ Status CudaModelRunner::layer(const StepArrays& d, int64_t li, int32_t t, int32_
   LATHE_RETURN_IF_ERROR(mark(Phase::kQkvGemm));
 
   if (!rope_fused && !rope_epilogue) {
-    QkvRopeKvArgs rk;
-    rk.qkv = qkv_.get();
-    rk.num_tokens = t;
-    rk.num_heads = hq;
-    rk.num_kv_heads = hkv;
-    rk.head_dim = hd;
-    rk.positions = d.positions;
-    rk.inv_freq = inv_freq_.as<float>();
-    rk.style = rope_style;
-    rk.q_bias = L.q_bias;
-    rk.k_bias = L.k_bias;
-    rk.v_bias = L.v_bias;
-    rk.q_norm = L.q_norm;
-    rk.k_norm = L.k_norm;
-    rk.eps = eps;
-    rk.k_cache = k_cache;
-    rk.v_cache = v_cache;
-    rk.slot_mapping = d.slot_mapping;
-    rk.dtype = dt;
     LATHE_RETURN_IF_ERROR(qkv_rope_kv(rk, stream_));
     LATHE_RETURN_IF_ERROR(mark(Phase::kRopeKv));
   }
@@ -288,16 +297,8 @@ Status CudaModelRunner::final_logits(const StepArrays& d, int32_t r,
     LATHE_RETURN_IF_ERROR(decode_gemv(g, stream_));
     return mark(Phase::kLmHead);
   }
-  AddRmsNormArgs fin;
-  fin.residual = residual_.as<float>();
-  fin.x = pending ? proj_out_.get() : nullptr;
-  fin.weight = weights_.output_norm;
-  fin.out = xnorm_.get();
+  AddRmsNormArgs fin = norm_args(weights_.output_norm, pending, r);
   fin.row_index = d.lm_rows;
-  fin.rows = r;
-  fin.dim = h;
-  fin.eps = eps;
-  fin.dtype = dt;
   LATHE_RETURN_IF_ERROR(add_rms_norm(fin, stream_));
   LATHE_RETURN_IF_ERROR(mark(Phase::kNorm));
   LATHE_RETURN_IF_ERROR(linear_->run(LinearWeight{weights_.lm_head, c.vocab_size, h, "lm_head"},

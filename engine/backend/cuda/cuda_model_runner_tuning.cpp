@@ -58,14 +58,8 @@ Status CudaModelRunner::tune_fused_decode(void* x_scratch, void* y_scratch) {
       continue;
     }
     // The five calls forward() makes, on layer 0's weights.
-    DecodeGemvArgs base;
-    base.dtype = dt;
-    base.m = m;
-    base.eps = eps;
-    base.residual = residual_.as<float>();
-    base.out_dtype = dt;
     std::array<DecodeGemvArgs, 5> calls;
-    calls.fill(base);
+    calls.fill(decode_gemv_args(m, eps));
     calls[0].w = L.qkv, calls[0].n = qkv_dim, calls[0].k = h;
     calls[0].input = GemvInput::kRmsNorm, calls[0].norm_weight = L.attn_norm;
     calls[0].output = GemvOutput::kStore, calls[0].y = y_scratch;
@@ -107,22 +101,10 @@ Status CudaModelRunner::tune_fused_decode(void* x_scratch, void* y_scratch) {
         cudaMemcpyAsync(rope_in.get(), pos_host.data(), 4 * m, cudaMemcpyHostToDevice, stream_));
     LATHE_CUDA_TRY(cudaMemcpyAsync(rope_in.as<uint8_t>() + 64, slot_host.data(), 8 * m,
                                    cudaMemcpyHostToDevice, stream_));
-    QkvRopeKvArgs rk;
-    rk.qkv = y_scratch;
-    rk.num_tokens = m;
-    rk.num_heads = c.num_heads;
-    rk.num_kv_heads = c.num_kv_heads;
-    rk.head_dim = c.head_dim;
-    rk.positions = rope_in.as<int32_t>();
-    rk.inv_freq = inv_freq_.as<float>();
-    rk.style = c.rope_style;
-    rk.q_bias = L.q_bias, rk.k_bias = L.k_bias, rk.v_bias = L.v_bias;
-    rk.q_norm = L.q_norm, rk.k_norm = L.k_norm;
-    rk.eps = eps;
-    rk.k_cache = kv_.get();
-    rk.v_cache = kv_.as<uint8_t>() + kv_layer_elems_ * 2;
-    rk.slot_mapping = reinterpret_cast<const int64_t*>(rope_in.as<uint8_t>() + 64);
-    rk.dtype = dt;
+    const QkvRopeKvArgs rk =
+        qkv_rope_kv_args(L, c.rope_style, y_scratch, m, rope_in.as<int32_t>(),
+                         reinterpret_cast<const int64_t*>(rope_in.as<uint8_t>() + 64), kv_.get(),
+                         kv_.as<uint8_t>() + kv_layer_elems_ * 2);
     LATHE_ASSIGN_OR_RETURN(
         const double rope_kernel_us,
         time_launches_us([&] { return qkv_rope_kv(rk, stream_); }, stream_, 3, 10));
@@ -130,8 +112,7 @@ Status CudaModelRunner::tune_fused_decode(void* x_scratch, void* y_scratch) {
     if (fused_rope_allowed_ && L.q_norm == nullptr) {
       DecodeGemvArgs call = calls[0];
       call.output = GemvOutput::kRopeKv;
-      call.rope =
-          rope_kv_epilogue(L, c.rope_style, rk.positions, rk.slot_mapping, rk.k_cache, rk.v_cache);
+      call.rope = rope_kv_epilogue(rk);
       int bps = 1;
       LATHE_ASSIGN_OR_RETURN(ch.rope_fused_us, tune_call(call, &bps));
       ch.rope_unfused_us = qkv_us;
@@ -143,15 +124,7 @@ Status CudaModelRunner::tune_fused_decode(void* x_scratch, void* y_scratch) {
     }
     ch.fused_us = qkv_us + us[1] + us[2] + us[3];
     // The unfused layer: the projections as the dispatcher runs them, two norms and SwiGLU.
-    AddRmsNormArgs norm;
-    norm.residual = residual_.as<float>();
-    norm.x = proj_out_.get();
-    norm.weight = L.ffn_norm;
-    norm.out = xnorm_.get();
-    norm.rows = m;
-    norm.dim = h;
-    norm.eps = eps;
-    norm.dtype = dt;
+    const AddRmsNormArgs norm = norm_args(L.ffn_norm, true, m);
     LATHE_ASSIGN_OR_RETURN(
         const double norm_us,
         time_launches_us([&] { return add_rms_norm(norm, stream_); }, stream_, 3, 10));

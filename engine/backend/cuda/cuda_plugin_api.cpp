@@ -12,23 +12,6 @@
 namespace lathe {
 namespace {
 
-bool device_properties(int32_t device, CudaDeviceProperties* out, std::string* why) {
-  if (!cuda_device_usable(device, why)) return false;
-  cudaDeviceProp p{};
-  const cudaError_t err = cudaGetDeviceProperties(&p, device);
-  if (err != cudaSuccess) {
-    cudaGetLastError();
-    if (why != nullptr) *why = strformat("CUDA device %d: %s", device, cudaGetErrorString(err));
-    return false;
-  }
-  out->name = p.name;
-  out->total_bytes = static_cast<int64_t>(p.totalGlobalMem);
-  out->major = p.major;
-  out->minor = p.minor;
-  out->multiprocessors = p.multiProcessorCount;
-  return true;
-}
-
 bool device_usable(int32_t device, std::string* why) {
   return cuda_device_usable(device, why);
 }
@@ -43,7 +26,7 @@ const CudaPluginApi kApi = {
     .lathe_version = LATHE_BUILD_VERSION,
     .device_usable = &device_usable,
     .device_description = &device_description,
-    .device_properties = &device_properties,
+    .device_properties = &cuda_device_properties,
     .create_model_runner = &create_cuda_model_runner,
 };
 

@@ -27,15 +27,6 @@ inline constexpr uint32_t kCudaPluginAbiVersion = 2;  // 2: ModelInput::next_ste
 inline constexpr const char* kCudaPluginEntryPoint = "lathe_cuda_plugin_api";
 inline constexpr const char* kCudaPluginFileName = "liblathe_cuda.so";
 
-// What the GUI's memory plan needs to know about a device.
-struct CudaDeviceProperties {
-  std::string name;         // "NVIDIA H200"
-  int64_t total_bytes = 0;  // device memory
-  int32_t major = 0;        // compute capability
-  int32_t minor = 0;
-  int32_t multiprocessors = 0;
-};
-
 // The plugin's functions. Every pointer is set; each is thread-safe as its namesake in
 // cuda_runner_factory.h.
 struct CudaPluginApi {

@@ -39,7 +39,10 @@ bool cuda_device_available(std::string* why) {
   return false;
 }
 
-bool cuda_device_usable(int32_t device, std::string* why) {
+namespace {
+
+// cuda_device_usable's checks, leaving the device's properties in *p.
+bool usable_device(int32_t device, cudaDeviceProp* p, std::string* why) {
   if (!cuda_device_available(why)) return false;
   int count = 0;
   cudaGetDeviceCount(&count);
@@ -48,19 +51,36 @@ bool cuda_device_usable(int32_t device, std::string* why) {
       *why = strformat("CUDA device %d does not exist (%d devices)", device, count);
     return false;
   }
-  cudaDeviceProp p{};
-  const cudaError_t err = cudaGetDeviceProperties(&p, device);
+  const cudaError_t err = cudaGetDeviceProperties(p, device);
   if (err != cudaSuccess) {
     cudaGetLastError();
     if (why != nullptr) *why = strformat("CUDA device %d: %s", device, cudaGetErrorString(err));
     return false;
   }
-  if (p.major < 8) {
+  if (p->major < 8) {
     if (why != nullptr)
-      *why = strformat("%s has compute capability %d.%d; Lathe needs 8.0 (Ampere) or newer", p.name,
-                       p.major, p.minor);
+      *why = strformat("%s has compute capability %d.%d; Lathe needs 8.0 (Ampere) or newer",
+                       p->name, p->major, p->minor);
     return false;
   }
+  return true;
+}
+
+}  // namespace
+
+bool cuda_device_usable(int32_t device, std::string* why) {
+  cudaDeviceProp p{};
+  return usable_device(device, &p, why);
+}
+
+bool cuda_device_properties(int32_t device, CudaDeviceProperties* out, std::string* why) {
+  cudaDeviceProp p{};
+  if (!usable_device(device, &p, why)) return false;
+  out->name = p.name;
+  out->total_bytes = static_cast<int64_t>(p.totalGlobalMem);
+  out->major = p.major;
+  out->minor = p.minor;
+  out->multiprocessors = p.multiProcessorCount;
   return true;
 }
 

@@ -51,6 +51,18 @@ bool cuda_device_available(std::string* why = nullptr);
 // The same for one device ordinal (it exists and has compute capability 8.0 or newer).
 bool cuda_device_usable(int32_t device, std::string* why = nullptr);
 
+// What the GUI's memory plan needs to know about a device.
+struct CudaDeviceProperties {
+  std::string name;         // "NVIDIA H200"
+  int64_t total_bytes = 0;  // device memory
+  int32_t major = 0;        // compute capability
+  int32_t minor = 0;
+  int32_t multiprocessors = 0;
+};
+// Fills `out` for a usable device (cuda_device_usable's checks, one property query); false with
+// `why` otherwise.
+bool cuda_device_properties(int32_t device, CudaDeviceProperties* out, std::string* why = nullptr);
+
 // "NVIDIA H200 (139.8 GiB, compute 9.0, 132 SMs, driver 13.0)" for `lathe inspect` and load logs;
 // the error text when the device is not usable.
 std::string cuda_device_description(int32_t device = 0);

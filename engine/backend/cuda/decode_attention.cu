@@ -571,6 +571,12 @@ cudaError_t launch(const DecodeAttentionArgs& a, cudaStream_t stream) {
                                    Geometry<D>::kSmemBytes, stream, k);
 }
 
+// Batch 1-2 of 8 KV heads on an H200: the (sequence, KV head) pairs at most an eighth of the
+// multiprocessors, where a step waits on the attention's chain (short splits, cluster merge).
+bool latency_regime(int64_t num_seqs, int64_t num_kv_heads, int sm_count) {
+  return num_seqs * num_kv_heads * 8 <= sm_count;
+}
+
 }  // namespace
 
 bool decode_attention_supports(int64_t head_dim, int64_t num_heads, int64_t num_kv_heads) {
@@ -586,13 +592,23 @@ int32_t decode_attention_splits_for(int64_t num_seqs, int64_t num_kv_heads, int 
 }
 
 int32_t decode_attention_min_split_tokens(int64_t num_seqs, int64_t num_kv_heads, int sm_count) {
-  return decode_attention_cluster_pays(num_seqs, num_kv_heads, sm_count)
-             ? kDecodeAttentionShortSplitTokens
-             : kDecodeAttentionMinSplitTokens;
+  return latency_regime(num_seqs, num_kv_heads, sm_count) ? kDecodeAttentionShortSplitTokens
+                                                          : kDecodeAttentionMinSplitTokens;
 }
 
 bool decode_attention_cluster_pays(int64_t num_seqs, int64_t num_kv_heads, int sm_count) {
-  return num_seqs * num_kv_heads * 8 <= sm_count;
+  return latency_regime(num_seqs, num_kv_heads, sm_count);
+}
+
+DecodeSplitPlan decode_attention_split_plan(int64_t num_seqs, int64_t num_kv_heads, int sm_count,
+                                            int32_t cluster_splits, int blocks_per_sm) {
+  DecodeSplitPlan plan;
+  plan.max_splits = decode_attention_splits_for(num_seqs, num_kv_heads, sm_count, blocks_per_sm);
+  plan.min_split_tokens = decode_attention_min_split_tokens(num_seqs, num_kv_heads, sm_count);
+  plan.cluster_merge =
+      cluster_splits > 1 && decode_attention_cluster_pays(num_seqs, num_kv_heads, sm_count);
+  if (plan.cluster_merge) plan.max_splits = std::min(plan.max_splits, cluster_splits);
+  return plan;
 }
 
 int32_t decode_attention_cluster_splits(DType dtype, int64_t head_dim) {

@@ -96,6 +96,18 @@ int32_t decode_attention_min_split_tokens(int64_t num_seqs, int64_t num_kv_heads
 // clusters against 1 625-1 635 through the workspace).
 bool decode_attention_cluster_pays(int64_t num_seqs, int64_t num_kv_heads, int sm_count);
 
+// The whole split policy of one decode step: max_splits (decode_attention_splits_for),
+// min_split_tokens, and, where decode_attention_cluster_pays() and cluster_splits > 0 (from
+// decode_attention_cluster_splits()), the cluster merge with max_splits capped at cluster_splits.
+struct DecodeSplitPlan {
+  int32_t max_splits = 1;
+  int32_t min_split_tokens = kDecodeAttentionMinSplitTokens;
+  bool cluster_merge = false;
+};
+DecodeSplitPlan decode_attention_split_plan(int64_t num_seqs, int64_t num_kv_heads, int sm_count,
+                                            int32_t cluster_splits,
+                                            int blocks_per_sm = kDecodeAttentionBlocksPerSm);
+
 // The most splits one launch can merge in a cluster on the current device: 16 where the device
 // takes that non-portable cluster size for this kernel, else 8, 0 without cluster launch (before
 // Hopper, or a build without sm_90 code). Probed once per process for each (dtype, head_dim).

@@ -279,16 +279,7 @@ Result<FusedDecodeCheck> CudaModelRunner::check_fused_decode_at(const FusedDecod
           layer(d, li, m, m, AttnPath::kDecode, splits, fused ? &ch : nullptr, false));
       if (!fused || !ch.parts.down) {
         // An unfused down projection is left pending: add it as the next norm does.
-        AddRmsNormArgs add;
-        add.residual = residual_.as<float>();
-        add.x = proj_out_.get();
-        add.weight = L.ffn_norm;
-        add.out = xnorm_.get();
-        add.rows = m;
-        add.dim = h;
-        add.eps = static_cast<float>(c.rms_norm_eps);
-        add.dtype = dt;
-        LATHE_RETURN_IF_ERROR(add_rms_norm(add, stream_));
+        LATHE_RETURN_IF_ERROR(add_rms_norm(norm_args(L.ffn_norm, true, m), stream_));
       }
       LATHE_RETURN_IF_ERROR(download((fused ? out_f : out_u).data(), residual_.get(), n_res * 4));
       LATHE_RETURN_IF_ERROR(download((fused ? k_f : k_u).data(), k_rows, n_kv * 2));
