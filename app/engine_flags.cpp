@@ -27,7 +27,8 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, bool with_model_option) {
       ->capture_default_str();
   cmd.add_option(
       "--kv-cache-memory", f.kv_cache_memory,
-      "CPU: memory for the KV cache, e.g. 512MiB or 2GiB (default: min(1 GiB, 25% of RAM))");
+      "memory for the KV cache, e.g. 512MiB or 2GiB (default: CPU min(1 GiB, 25% of RAM); GPU "
+      "what --gpu-memory-utilization leaves, which also caps this)");
   cmd.add_option("--gpu-memory-utilization", f.gpu_memory_utilization,
                  "GPU: share of device memory Lathe may use, in (0, 1]")
       ->capture_default_str();

@@ -313,13 +313,17 @@ Result<std::unique_ptr<Engine>> finish_create(const EngineConfig& config,
   in.device = device;
   in.device_name = mem.device_name.empty() ? device_kind_name(device) : mem.device_name;
   in.num_blocks_override = config.cache.num_gpu_blocks_override;
+  const int64_t user_bytes = config.cache.kv_cache_memory_bytes;
   if (device == DeviceKind::kCpu) {
-    in.budget_is_user_set = config.cache.kv_cache_memory_bytes > 0;
-    in.budget_bytes = in.budget_is_user_set     ? config.cache.kv_cache_memory_bytes
+    in.budget_is_user_set = user_bytes > 0;
+    in.budget_bytes = in.budget_is_user_set     ? user_bytes
                       : mem.kv_budget_bytes > 0 ? mem.kv_budget_bytes
                                                 : default_cpu_kv_cache_bytes();
   } else {
-    in.budget_bytes = mem.kv_budget_bytes;
+    // What the runner measured free under --gpu-memory-utilization, or less when
+    // --kv-cache-memory asks for less (several engines on one GPU: tests, side-by-side runs).
+    in.budget_is_user_set = user_bytes > 0 && user_bytes < mem.kv_budget_bytes;
+    in.budget_bytes = in.budget_is_user_set ? user_bytes : mem.kv_budget_bytes;
   }
   LATHE_ASSIGN_OR_RETURN(KvPlan plan, plan_kv_cache(config, in));
   if (!report(progress, 0.9f, "allocating the KV cache")) return cancelled("load cancelled");

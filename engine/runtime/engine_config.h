@@ -25,8 +25,10 @@ struct DeviceConfig {
 };
 
 struct CacheConfig {
-  int32_t block_size = 16;            // tokens per KV block
-  int64_t kv_cache_memory_bytes = 0;  // CPU: KV budget in bytes; 0 = auto (min(1 GiB, 25% of RAM))
+  int32_t block_size = 16;  // tokens per KV block
+  // KV budget in bytes; 0 = auto (CPU: min(1 GiB, 25% of RAM); GPU: what gpu_memory_utilization
+  // leaves after weights and activations, which also caps a value given here).
+  int64_t kv_cache_memory_bytes = 0;
   double gpu_memory_utilization = 0.90;  // CUDA: share of device memory Lathe may use, (0, 1]
   bool enable_prefix_caching = true;
   int32_t num_gpu_blocks_override = 0;  // > 0: use exactly this many blocks (tests)

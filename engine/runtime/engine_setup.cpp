@@ -79,7 +79,7 @@ Result<KvPlan> plan_kv_cache(const EngineConfig& resolved, const KvPlanInput& in
     const int64_t fits_tokens = num_blocks * bs;
     const std::string raise =
         in.num_blocks_override > 0 ? "raise num_gpu_blocks_override"
-        : in.device == DeviceKind::kCuda
+        : in.device == DeviceKind::kCuda && !in.budget_is_user_set
             ? "raise --gpu-memory-utilization"
             : "raise --kv-cache-memory (e.g. --kv-cache-memory " +
                   format_bytes(static_cast<double>(blocks_per_seq * in.block_bytes) * 1.1) + ")";

@@ -25,12 +25,12 @@ Result<EngineConfig> resolve_engine_config(const EngineConfig& config, const Mod
 
 // How many KV blocks to allocate. budget_bytes: the memory the cache may use (CPU:
 // --kv-cache-memory or its default, capped at what max_num_seqs sequences of max_model_len need;
-// GPU: what the runner measured free after weights and activations). Fails, saying what to change,
-// when one sequence of max_model_len does not fit.
+// GPU: what the runner measured free after weights and activations, or --kv-cache-memory when
+// that is less). Fails, saying what to change, when one sequence of max_model_len does not fit.
 struct KvPlanInput {
   int64_t block_bytes = 0;  // one block of block_size tokens, K and V, all layers
   int64_t budget_bytes = 0;
-  bool budget_is_user_set = false;  // CPU --kv-cache-memory given (not capped)
+  bool budget_is_user_set = false;  // the budget is --kv-cache-memory's (CPU: not capped)
   int32_t num_blocks_override = 0;  // > 0: exactly this many blocks
   DeviceKind device = DeviceKind::kCpu;
   std::string device_name;

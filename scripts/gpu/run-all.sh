@@ -59,7 +59,9 @@ if [ ! -f "$DIR/lib/liblathe_cuda.so" ]; then
   log "the bundle has no lib/liblathe_cuda.so (packed before the CUDA plugin existed?): run scripts/gpu/pack-devbin.sh again"
   exit 2
 fi
-export LATHE_TEST_DATA="$ROOT/tests/fixtures" QT_QPA_PLATFORM=offscreen
+# LATHE_TEST_DEVICE=cuda: test_engine_gpu runs the engine tests on the GPU (its CTest environment;
+# without it they would run on the CPU).
+export LATHE_TEST_DATA="$ROOT/tests/fixtures" QT_QPA_PLATFORM=offscreen LATHE_TEST_DEVICE=cuda
 # The default model (98 MB) is over the carry limit: scripts/gpu/stage-default-model.sh sends it
 # xz-compressed in parts, the first by a short call just before this one (into /tmp/lathe-models),
 # the last with this call (build-gpu-model/part-NN). Joined and checked here; the end-to-end test on

@@ -342,6 +342,17 @@ class OutputTest : public QObject {
     QCOMPARE(plan_kv_cache(*resolved, in)->num_blocks, 64 * 64);
     in.num_blocks_override = 70;
     QCOMPARE(plan_kv_cache(*resolved, in)->num_blocks, 70);
+    // On a GPU the advice names the flag that set the budget.
+    in.num_blocks_override = 0;
+    in.device = DeviceKind::kCuda;
+    in.budget_bytes = int64_t{50} << 20;
+    in.budget_is_user_set = false;
+    QVERIFY(
+        plan_kv_cache(*resolved, in).status().message().find("raise --gpu-memory-utilization") !=
+        std::string::npos);
+    in.budget_is_user_set = true;
+    QVERIFY(plan_kv_cache(*resolved, in).status().message().find("raise --kv-cache-memory") !=
+            std::string::npos);
   }
 };
 
