@@ -272,6 +272,19 @@ class CudaOpsTest : public QObject {
     }
   }
 
+  // The autotune keeps gemv on a near tie at M <= 2 (linear.h): cuBLASLt must be clearly faster
+  // there; above, the faster wins.
+  void linear_autotune_keeps_gemv_on_a_tie() {
+    QVERIFY(cuda::gemv_wins(1, 10.4, 10.3));  // the o_proj tie seen on the H200
+    QVERIFY(cuda::gemv_wins(2, 10.0, 10.0));
+    QVERIFY(cuda::gemv_wins(1, 10.0, 9.01));
+    QVERIFY(!cuda::gemv_wins(1, 10.0, 8.9));
+    QVERIFY(cuda::gemv_wins(1, 14.1, 16.9));
+    QVERIFY(!cuda::gemv_wins(4, 10.4, 10.3));
+    QVERIFY(!cuda::gemv_wins(8, 26.3, 16.1));  // qkv_proj at M = 8
+    QVERIFY(cuda::gemv_wins(8, 16.0, 16.1));
+  }
+
   // gemv for M = 1..8 and cuBLASLt for small and large M, against cpu::linear with the same
   // (16-bit) weights; float32 and 16-bit outputs.
   void linear_matches_cpu() {
@@ -279,7 +292,9 @@ class CudaOpsTest : public QObject {
     auto gemm = cuda::Gemm::create();
     LATHE_QVERIFY_RESULT(gemm);
     for (DType t : {DType::kBF16, DType::kF16}) {
-      for (auto [n, k] : {std::pair<int64_t, int64_t>{1000, 576}, {257, 4096}}) {
+      // k = 8200 takes gemv's wide shape at M <= 2 (rows longer than 4096), with a half-empty
+      // last block (129 rows: 65 tasks).
+      for (auto [n, k] : {std::pair<int64_t, int64_t>{1000, 576}, {257, 4096}, {129, 8200}}) {
         const std::vector<float> w = round_to(t, random_floats(n * k, 14, -0.05f, 0.05f));
         const std::vector<uint16_t> w16 = encode16(t, w);
         Dev d_w = Dev::from(w16);

@@ -9,9 +9,6 @@
 namespace lathe::cuda {
 namespace {
 
-constexpr int kThreads = 128;
-constexpr int kRows = 2;  // output rows per block
-
 // 16 bytes of weights that are read exactly once: do not keep them in L1.
 __device__ __forceinline__ uint4 load_stream(const void* p) {
   uint4 r;
@@ -30,21 +27,47 @@ __device__ __forceinline__ float dot8(const uint4& a, const uint4& b, float acc)
   return acc;
 }
 
-// Vectors per thread per loop iteration: more loads in flight for small M (fewer x registers).
-template <int M>
-__host__ __device__ constexpr int unroll_for() {
-  return M <= 2 ? 4 : (M <= 4 ? 2 : 1);
+// Launch shapes: tasks (two output rows each) per block, threads per block, and vectors per row
+// and thread requested per loop iteration. kNarrow (one task of 128 threads) serves every
+// product; at M <= 2, stores whose rows are longer than one narrow iteration (k > 4096: the
+// Llama down projection, k = 14336) use kWide, two tasks of 256 threads (32 KiB in flight per
+// block, half the blocks): 28.2-28.4 us instead of 30.6 for the 8B down projection alone and a
+// 1.2% shorter batch-1 step on the H200 (docs/gpu-notes.md, "Projection shapes at batch 1"),
+// where the same shape made the k = 4096 products slower (qkv +29 us, lm_head +23 us a step).
+struct GemvShape {
+  int tasks, threads, unroll;
+};
+enum class GemvWidth { kNarrow, kWide };
+template <int M, GemvWidth W>
+__host__ __device__ constexpr GemvShape gemv_shape() {
+  if constexpr (W == GemvWidth::kWide) return GemvShape{2, 256, 2};
+  // Vectors per thread per iteration: more loads in flight for small M (fewer x registers).
+  return GemvShape{1, 128, M <= 2 ? 4 : (M <= 4 ? 2 : 1)};
 }
+constexpr int64_t kGemvNarrowRowElems = 8 * 128 * 4;  // one narrow iteration at M <= 2
 
-// One block per task of gemv_epilogue.cuh (two output rows; kStore: rows 2t, 2t + 1).
-template <typename T, typename OutT, int M, GemvOutput OUT>
-__global__ void __launch_bounds__(kThreads)
+// Block b holds tasks b * kTasks + j (gemv_epilogue.cuh; kStore: rows 2t, 2t + 1, so its rows are
+// b * 2 * kTasks + r). The epilogue recomputes rows from indices instead of indexing per-thread
+// arrays with a thread-dependent index, which would put them in local memory.
+template <typename T, typename OutT, int M, GemvOutput OUT, GemvWidth W>
+__global__ void __launch_bounds__(gemv_shape<M, W>().threads)
     gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, const PairOut out, int64_t k,
                 bool early) {
-  constexpr int U = unroll_for<M>();
+  constexpr GemvShape kShape = gemv_shape<M, W>();
+  constexpr int kTasks = kShape.tasks, kThreads = kShape.threads, U = kShape.unroll;
+  constexpr int kRows = 2 * kTasks;
   const int64_t n = out.n;
-  int rows[kRows];
-  task_rows<OUT>(out, static_cast<int>(blockIdx.x), rows[0], rows[1]);
+  // Tasks past the end (the last block's second one) read task 0's rows and store nothing.
+  const int tasks = OUT == GemvOutput::kSwiglu ? out.pair_stride : (out.n + 1) / 2;
+  const int t0 = static_cast<int>(blockIdx.x) * kTasks;
+  const T* wrow[kRows];
+#pragma unroll
+  for (int j = 0; j < kTasks; ++j) {
+    int r0, r1;
+    task_rows<OUT>(out, t0 + j < tasks ? t0 + j : 0, r0, r1);
+    wrow[2 * j] = w + static_cast<int64_t>(r0) * k;
+    wrow[2 * j + 1] = w + static_cast<int64_t>(r1 < n ? r1 : r0) * k;
+  }
   const int64_t kv = k / 8;
   float acc[M][kRows];
 #pragma unroll
@@ -52,13 +75,6 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int r = 0; r < kRows; ++r) acc[m][r] = 0.f;
 
-  const T* wrow[kRows];
-  bool valid[kRows];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    valid[r] = rows[r] < n;
-    wrow[r] = w + static_cast<int64_t>(valid[r] ? rows[r] : rows[0]) * k;
-  }
   // The weights of one iteration (U vectors of kRows rows per thread), loaded one iteration ahead.
   uint4 wv[U][kRows];
   auto load_w = [&](int64_t base) {
@@ -103,7 +119,8 @@ __global__ void __launch_bounds__(kThreads)
     load_w(base + static_cast<int64_t>(kThreads) * U);
   }
 
-  __shared__ float partial[kThreads / 32][M * kRows];
+  constexpr int kWarps = kThreads / 32;
+  __shared__ float partial[kWarps][M * kRows];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
   for (int m = 0; m < M; ++m)
@@ -116,21 +133,25 @@ __global__ void __launch_bounds__(kThreads)
   if constexpr (OUT == GemvOutput::kStore) {
     if (threadIdx.x < M * kRows) {
       const int m = threadIdx.x / kRows, r = threadIdx.x % kRows;
+      const int64_t row = static_cast<int64_t>(blockIdx.x) * kRows + r;
       float s = 0.f;
 #pragma unroll
-      for (int wi = 0; wi < kThreads / 32; ++wi) s += partial[wi][threadIdx.x];
-      if (rows[r] < n) static_cast<OutT*>(out.y)[m * n + rows[r]] = from_float<OutT>(s);
+      for (int wi = 0; wi < kWarps; ++wi) s += partial[wi][threadIdx.x];
+      if (row < n) static_cast<OutT*>(out.y)[m * n + row] = from_float<OutT>(s);
     }
-  } else if (threadIdx.x < M) {  // thread m: both rows of token m (the same sums as kStore's)
-    const int m = threadIdx.x;
+  } else if (threadIdx.x < M * kTasks) {  // token m, task t: its two rows (kStore's sums)
+    const int m = threadIdx.x / kTasks, j = threadIdx.x % kTasks, t = t0 + j;
+    if (t >= tasks) return;
+    const int c = m * kRows + 2 * j;
     float s0 = 0.f, s1 = 0.f;
 #pragma unroll
-    for (int wi = 0; wi < kThreads / 32; ++wi)
-      s0 += partial[wi][m * kRows], s1 += partial[wi][m * kRows + 1];
+    for (int wi = 0; wi < kWarps; ++wi) s0 += partial[wi][c], s1 += partial[wi][c + 1];
     if constexpr (OUT == GemvOutput::kSwiglu) {
-      swiglu_epilogue<T>(out, m, static_cast<int>(blockIdx.x), s0, s1);
+      swiglu_epilogue<T>(out, m, t, s0, s1);
     } else {
-      rope_kv_epilogue<T>(out, m, rows[0], rows[1], s0, s1);
+      int r0, r1;
+      task_rows<OUT>(out, t, r0, r1);
+      rope_kv_epilogue<T>(out, m, r0, r1, s0, s1);
     }
   }
 }
@@ -144,13 +165,24 @@ bool early_weight_loads() {
   return early;
 }
 
+template <typename T, typename OutT, int M, GemvOutput OUT, GemvWidth W>
+cudaError_t launch_shape(const void* x, const void* w, const PairOut& out, int64_t k,
+                         cudaStream_t stream) {
+  constexpr GemvShape kShape = gemv_shape<M, W>();
+  const int64_t tasks = pair_tasks(OUT, out.n);
+  const dim3 blocks(static_cast<unsigned>((tasks + kShape.tasks - 1) / kShape.tasks));
+  return launch_kernel(gemv_kernel<T, OutT, M, OUT, W>, blocks, dim3(kShape.threads), 0, stream,
+                       static_cast<const T*>(x), static_cast<const T*>(w), out, k,
+                       early_weight_loads());
+}
+
 template <typename T, typename OutT, int M, GemvOutput OUT = GemvOutput::kStore>
 cudaError_t launch(const void* x, const void* w, const PairOut& out, int64_t k,
                    cudaStream_t stream) {
-  const dim3 blocks(static_cast<unsigned>(pair_tasks(OUT, out.n)));
-  return launch_kernel(gemv_kernel<T, OutT, M, OUT>, blocks, dim3(kThreads), 0, stream,
-                       static_cast<const T*>(x), static_cast<const T*>(w), out, k,
-                       early_weight_loads());
+  if constexpr (M <= 2 && OUT == GemvOutput::kStore)
+    if (k > kGemvNarrowRowElems)
+      return launch_shape<T, OutT, M, OUT, GemvWidth::kWide>(x, w, out, k, stream);
+  return launch_shape<T, OutT, M, OUT, GemvWidth::kNarrow>(x, w, out, k, stream);
 }
 
 // The kernel for the runtime m: M = m below kMaxM, kMaxM from there (callers check m's range).

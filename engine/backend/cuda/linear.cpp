@@ -50,7 +50,7 @@ Status LinearDispatcher::autotune(const std::vector<std::pair<LinearWeight, DTyp
                                                                      stream);
                                               },
                                               stream, 3, 10));
-      t.use_gemv = t.gemv_us < t.cublas_us;
+      t.use_gemv = gemv_wins(m, t.gemv_us, t.cublas_us);
       row[static_cast<size_t>(m)] = t.use_gemv;
       timings_.push_back(t);
     }

@@ -35,6 +35,18 @@ struct LinearTiming {
   bool use_gemv = false;
 };
 
+// The autotune's rule at M tokens: at M <= 2, gemv unless cuBLASLt is faster by more than
+// kGemvTieMargin; above, the faster. Timed alone the two often tie within noise at M = 1 (o_proj of
+// Llama-3.1-8B: 10.4-10.5 us against 10.3-10.5), but in a decode step gemv runs under programmatic
+// dependent launch, its first weights requested while the previous kernel finishes, which a launch
+// alone does not show: a tie that went to cuBLASLt cost 4% of a batch-1 step on the H200
+// (docs/gpu-notes.md). At M = 4 the margin made the step 2.5% slower (gemv kept where cuBLASLt
+// was a few percent faster), so it is not applied there.
+constexpr double kGemvTieMargin = 0.10;
+inline bool gemv_wins(int64_t m, double gemv_us, double cublas_us) {
+  return m <= 2 ? cublas_us >= gemv_us * (1.0 - kGemvTieMargin) : gemv_us < cublas_us;
+}
+
 class LinearDispatcher {
  public:
   LinearDispatcher(Gemm* gemm, DType dtype) : gemm_(gemm), dtype_(dtype) {}
