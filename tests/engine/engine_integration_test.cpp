@@ -324,7 +324,11 @@ class EngineIntegrationTest : public QObject {
     LATHE_QVERIFY_RESULT(engine_r);
     Engine& engine = *engine_r.value();
     RequestSpec s;
-    s.messages = {{"user", "What is the capital of France?"}};
+    // The answer's first token must not be a near tie, since this test also runs on the GPU (bf16
+    // activations): for "What is the capital of France?" the CPU's top two first tokens are "The"
+    // (log-probability -1.88) and "L" (-1.97), and the GPU picks "L" ("L'Étoile, la
+    // Marseillaise,"). With this prompt the top token leads by >= 1.48 at every step to "Paris".
+    s.messages = {{"user", "What is the capital of France? Answer in one sentence."}};
     s.sampling.temperature = 0.0f;
     s.sampling.max_tokens = 12;
     test::Collected c;
