@@ -17,6 +17,9 @@
 # CTest runs it as test_deb_package (label "packaging") with --no-build. Exit status 0 = all good;
 # every failed check is printed.
 set -euo pipefail
+# Membership tests read here-strings (grep -q ... <<< "$X"), not "echo "$X" | grep -q": under
+# pipefail the writer of a pipe whose reader quits early can die of SIGPIPE and fail the test
+# (seen once under parallel ctest: a declared dependency reported as undeclared).
 cd "$(dirname "$0")/.."
 SRC=$PWD
 BUILD=build/release
@@ -51,11 +54,13 @@ dep_names() { echo "$1" | tr ',|' '\n\n' | sed 's/(.*)//; s/^ *//; s/ *$//; s/:.
 # The Debian package that owns the library `$2` as `$1` (an extracted ELF file) resolves it.
 lib_owner() {
   local path
-  path=$(ldconfig -p | awk -v l="$2" '$1 == l && /x86-64|x86_64|AArch64/ {print $NF; exit}')
+  path=$(ldconfig -p | awk -v l="$2" '$1 == l && /x86-64|x86_64|AArch64/ && !f {print $NF; f = 1}')
   [ -n "$path" ] || path=$(ldd "$1" 2>/dev/null | awk -v l="$2" '$1 == l {print $3}')
   [ -n "$path" ] || return 0
-  dpkg -S "$(readlink -f "$path")" 2>/dev/null | head -1 | cut -d: -f1 ||
-    dpkg -S "$path" 2>/dev/null | head -1 | cut -d: -f1 || true
+  local owner
+  owner=$(dpkg -S "$(readlink -f "$path")" 2>/dev/null | sed -n '1s/:.*//p' || true)
+  [ -n "$owner" ] || owner=$(dpkg -S "$path" 2>/dev/null | sed -n '1s/:.*//p' || true)
+  echo "$owner"
 }
 field() { dpkg-deb --field "$1" "$2"; }
 check_control() {  # deb, expected package name
@@ -64,7 +69,7 @@ check_control() {  # deb, expected package name
   [ "$(field "$1" Architecture)" = "$(dpkg --print-architecture)" ] || fail "$2: Architecture is '$(field "$1" Architecture)'"
   [ -n "$(field "$1" Maintainer)" ] || fail "$2: no Maintainer"
   [ -n "$(field "$1" Description)" ] || fail "$2: no Description"
-  if field "$1" Description | grep -q ';'; then fail "$2: Description has a ';' (a CMake list?)"; fi
+  if [[ "$(field "$1" Description)" == *';'* ]]; then fail "$2: Description has a ';' (a CMake list?)"; fi
 }
 contents() { dpkg-deb --contents "$1" | awk '{print $NF}' | sed 's|^\./|/|'; }
 
@@ -75,7 +80,7 @@ echo "check-deb: lathe Depends: $DEPENDS"
 DEP_NAMES=$(dep_names "$DEPENDS")
 for pkg in libc6 libstdc++6 libqt6core6 libqt6gui6 libqt6widgets6 libqt6network6 \
            libqcustomplot2.1-qt6 libsentencepiece0 libicu72 qt6-qpa-plugins libqt6svg6; do
-  echo "$DEP_NAMES" | grep -qx "$pkg" || fail "lathe: Depends lacks $pkg"
+  grep -qx "$pkg" <<< "$DEP_NAMES" || fail "lathe: Depends lacks $pkg"
 done
 # Every declared package exists in the configured Debian archive (so apt can resolve it).
 if command -v apt-cache >/dev/null; then
@@ -119,7 +124,7 @@ for rel in $ELF_FILES; do
     fi
     owner=$(lib_owner "$elf" "$lib")
     if [ -z "$owner" ]; then fail "$rel links $lib, which no Debian package provides"; continue; fi
-    echo "$DEP_NAMES" | grep -qx "$owner" || fail "$rel links $lib from $owner, which Depends does not declare"
+    grep -qx "$owner" <<< "$DEP_NAMES" || fail "$rel links $lib from $owner, which Depends does not declare"
   done
 done
 
@@ -137,9 +142,9 @@ MODEL="$SRC/tests/fixtures/model/tiny_llama.gguf"
 cuda_says() { run "$ROOT/usr/bin/lathe" generate -m "$MODEL" --device cuda -n 1 -p hi 2>&1 || true; }
 SAYS=$(cuda_says)
 if [ "$WITH_CUDA" = 1 ]; then
-  echo "$SAYS" | grep -q "install the lathe-cuda package" || fail "lathe alone, --device cuda does not say to install lathe-cuda: $SAYS"
+  grep -q "install the lathe-cuda package" <<< "$SAYS" || fail "lathe alone, --device cuda does not say to install lathe-cuda: $SAYS"
 else
-  echo "$SAYS" | grep -q "no CUDA backend" || fail "CPU-only lathe, --device cuda does not say there is no CUDA backend: $SAYS"
+  grep -q "no CUDA backend" <<< "$SAYS" || fail "CPU-only lathe, --device cuda does not say there is no CUDA backend: $SAYS"
 fi
 
 # ---- lathe-cuda -----------------------------------------------------------------------------------
@@ -149,7 +154,7 @@ if [ -n "$CUDA_DEB" ]; then
   CDEPENDS=$(dpkg-deb --field "$CUDA_DEB" Depends)
   echo "check-deb: lathe-cuda Depends: $CDEPENDS"
   CDEP_NAMES=$(dep_names "$CDEPENDS")
-  echo "$CDEPENDS" | grep -qE "(^|, )lathe \(= $VERSION\)(,|$)" || fail "lathe-cuda does not depend on lathe (= $VERSION)"
+  grep -qE "(^|, )lathe \(= $VERSION\)(,|$)" <<< "$CDEPENDS" || fail "lathe-cuda does not depend on lathe (= $VERSION)"
   contents "$CUDA_DEB" >"$WORK/cuda-contents"
   grep -qx "$PRIVATE_DIR/liblathe_cuda.so" "$WORK/cuda-contents" || fail "lathe-cuda lacks $PRIVATE_DIR/liblathe_cuda.so (next to liblathe_engine.so)"
   others=$(grep -vE '/$' "$WORK/cuda-contents" | grep -vx "$PRIVATE_DIR/liblathe_cuda.so" | grep -v '^/usr/share/doc/' || true)
@@ -161,7 +166,7 @@ if [ -n "$CUDA_DEB" ]; then
   NVIDIA_DEBS=""
   for lib in $(objdump -p "$plugin" | awk '/NEEDED/ {print $2}'); do
     case "$lib" in
-      liblathe_engine.so) echo "$CDEP_NAMES" | grep -qx lathe || fail "lathe-cuda links $lib but does not depend on lathe"; continue ;;
+      liblathe_engine.so) grep -qx lathe <<< "$CDEP_NAMES" || fail "lathe-cuda links $lib but does not depend on lathe"; continue ;;
       libcudart.so.*) want="cuda-cudart-${lib##*.so.}" ;;
       libcublas.so.*|libcublasLt.so.*) want="libcublas-${lib##*.so.}" ;;
       *) want="" ;;
@@ -171,18 +176,18 @@ if [ -n "$CUDA_DEB" ]; then
       pkg=$(echo "$CDEP_NAMES" | grep -E "^$want-[0-9]+$" | head -1 || true)
       if [ -z "$pkg" ]; then fail "lathe-cuda links $lib but declares no $want-<minor> package"; continue; fi
       NVIDIA_DEBS="$NVIDIA_DEBS $pkg"
-      [ -z "$owner" ] || [ "$owner" = "$pkg" ] || echo "$CDEP_NAMES" | grep -qx "$owner" ||
+      [ -z "$owner" ] || [ "$owner" = "$pkg" ] || grep -qx "$owner" <<< "$CDEP_NAMES" ||
         fail "lathe-cuda links $lib from $owner, which Depends does not declare"
       continue
     fi
     if [ -z "$owner" ]; then fail "lathe-cuda links $lib, which no Debian package provides"; continue; fi
-    echo "$CDEP_NAMES" | grep -qx "$owner" || fail "lathe-cuda links $lib from $owner, which Depends does not declare"
+    grep -qx "$owner" <<< "$CDEP_NAMES" || fail "lathe-cuda links $lib from $owner, which Depends does not declare"
   done
   # Declared packages: Debian ones must be in apt; NVIDIA's only when its repository is configured.
   if command -v apt-cache >/dev/null; then
     for pkg in $CDEP_NAMES; do
       [ "$pkg" = lathe ] && continue
-      if echo "$NVIDIA_DEBS" | tr ' ' '\n' | grep -qx "$pkg"; then
+      if grep -qx "$pkg" <<< "${NVIDIA_DEBS// /$'\n'}"; then
         apt-cache show "$pkg" >/dev/null 2>&1 ||
           echo "check-deb: note: $pkg is in NVIDIA's apt repository, which is not configured here (not looked up)"
         continue
@@ -194,7 +199,7 @@ if [ -n "$CUDA_DEB" ]; then
   # (without a GPU it says why: no driver, or which CUDA library is missing).
   dpkg-deb --extract "$CUDA_DEB" "$ROOT"
   SAYS=$(cuda_says)
-  if echo "$SAYS" | grep -q "install the lathe-cuda package"; then
+  if grep -q "install the lathe-cuda package" <<< "$SAYS"; then
     fail "lathe + lathe-cuda extracted together, the engine does not find the plugin: $SAYS"
   else
     echo "check-deb: lathe + lathe-cuda, --device cuda here: $(echo "$SAYS" | grep -iE 'cuda|gpu' | tail -1)"
