@@ -6,8 +6,9 @@
 //   f32). K % 8 == 0 and x, w 16-byte aligned (checked).
 // Launch: one block of 128 threads per two rows of w (at M <= 2 with K > 4096, stores only: 256
 // threads per four rows, gemv.cu's kWide); threads stride over K in 8-element vectors, several
-// loads in flight per thread, each iteration's weights requested one iteration ahead (the first before griddepcontrol.wait: weights do not depend on the previous kernel, so
-// under programmatic dependent launch they overlap its tail); a block reduction per output.
+// loads in flight per thread, each iteration's weights requested one iteration ahead (the first
+// before griddepcontrol.wait: weights do not depend on the previous kernel, so under programmatic
+// dependent launch they overlap its tail); a block reduction per output.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -8,9 +8,9 @@
 //   prefill and throughput: FLOPs (matmuls + attention) / measured BF16 GEMM rate
 //
 //   lathe_cuda_bench --model benchmarks/configs/llama-3.1-8b [--copy-gbps G] [--gemm-tflops T]
-//       [--latency 512,128] [--prefill 2048] [--decode 1,8,32,64,128,256] [--context
-//       512[,2048,...]]
-//       [--profile 1,64] [--throughput 1000,1024,128] [--max-num-seqs 256]
+//       [--latency 512,128] [--prefill 2048] [--decode 1,8,32,64,128,256]
+//       [--context 512[,2048,...]] [--profile 1,64] [--throughput 1000,1024,128]
+//       [--max-num-seqs 256]
 //       [--max-num-batched-tokens 8192] [--max-model-len 4096] [--gpu-memory-utilization 0.9]
 //       [--dtype bf16|f16] [--enforce-eager] [--skip LIST]
 // The model is loaded with dummy weights unless --load-format auto is given.
