@@ -11,7 +11,7 @@ int main(int argc, char** argv) {
       "models\n"
       "(GGUF files and Hugging Face folders) on the CPU or NVIDIA GPUs."};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "lathe 0.1.0");
+  app.set_version_flag("--version", std::string("lathe ") + LATHE_VERSION);
   int exit_code = 0;
   lathe::cli::register_generate(app, &exit_code);
   lathe::cli::register_inspect(app, &exit_code);

@@ -19,9 +19,25 @@ inline std::string fixture_path(const std::string& relative) {
 // The default model (SmolLM2-135M-Instruct Q4_1), fetched by scripts/fetch-default-model.sh.
 std::string default_model_path();
 
+// Whether the environment says a GPU must be there (LATHE_REQUIRE_GPU=1, set by the GPU run
+// scripts): GPU tests then fail instead of skipping when the GPU, driver or plugin is missing.
+inline bool gpu_required() {
+  const char* v = std::getenv("LATHE_REQUIRE_GPU");
+  return v != nullptr && std::string(v) == "1";
+}
+
 }  // namespace lathe::test
 
 // QVERIFY for Status / Result: fails with the error message.
+// A GPU test without a usable GPU: skips (CI), or fails when LATHE_REQUIRE_GPU=1.
+#define LATHE_GPU_MISSING(why)                                                      \
+  do {                                                                              \
+    const std::string lathe_why_text_ = (why);                                      \
+    if (::lathe::test::gpu_required())                                              \
+      QFAIL(("LATHE_REQUIRE_GPU=1 but no usable GPU: " + lathe_why_text_).c_str()); \
+    QSKIP(lathe_why_text_.c_str());                                                 \
+  } while (0)
+
 #define LATHE_QVERIFY_OK(expr)                              \
   do {                                                      \
     const ::lathe::Status lathe_s_ = (expr);                \

@@ -75,7 +75,6 @@ class BlockPool {
   void reset_prefix_cache();
 
   int32_t ref_count(int32_t block) const { return ref_count_[block]; }
-  bool is_cached(int32_t block) const { return cached_[block]; }
   BlockRef ref(int32_t block) const { return {block, generation_[block]}; }
 
  private:

@@ -204,4 +204,10 @@ Result<std::unique_ptr<ModelRunner>> create_model_runner(const LoadedModel& mode
   return p.api->create_model_runner(model, options);
 }
 
+CudaSwitches switches_from_environment(std::vector<std::string>* warnings) {
+  const PluginStatus& p = plugin();
+  if (p.api == nullptr) return CudaSwitches{};
+  return p.api->switches_from_environment(warnings);
+}
+
 }  // namespace lathe::cuda_backend

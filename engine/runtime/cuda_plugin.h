@@ -53,6 +53,8 @@ Result<CudaDeviceProperties> properties(int32_t device);
 // The CUDA model runner (cuda_runner_factory.h's create_cuda_model_runner, in the plugin).
 Result<std::unique_ptr<ModelRunner>> create_model_runner(const LoadedModel& model,
                                                          const CudaRunnerOptions& options);
+// The backend's A/B switches set in the environment (cuda_switches.h); defaults without a plugin.
+CudaSwitches switches_from_environment(std::vector<std::string>* warnings);
 
 // The building blocks of plugin(), for tests and diagnostics.
 // Candidate files in search order (see above); `env_override` stands for $LATHE_CUDA_PLUGIN.

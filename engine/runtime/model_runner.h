@@ -13,6 +13,7 @@
 
 namespace lathe {
 
+class DeviceContext;
 struct LoadedModel;
 
 // How much memory the KV cache may take, and what is known about the device.
@@ -42,6 +43,10 @@ class ModelRunner {
   virtual Result<std::vector<float>> compute_logits(const ModelInput& input) = 0;
 
   virtual int64_t vocab_size() const = 0;
+
+  // The device state this runner shares with others created on it (device_context.h); null for
+  // backends without one (the CPU).
+  virtual std::shared_ptr<DeviceContext> device_context() const { return nullptr; }
 };
 
 }  // namespace lathe

@@ -4,6 +4,7 @@
 
 #include "engine/backend/cpu/cpu_runner_factory.h"
 #include "engine/core/dtype.h"
+#include "engine/core/log.h"
 #include "engine/model/loaded_model.h"
 #include "engine/runtime/cuda_plugin.h"
 
@@ -71,6 +72,9 @@ Result<std::unique_ptr<ModelRunner>> create_model_runner(const LoadedModel& mode
     o.max_model_len = config.scheduler.max_model_len;
     o.block_size = config.cache.block_size;
     o.gpu_memory_utilization = config.cache.gpu_memory_utilization;
+    std::vector<std::string> warnings;
+    o.switches = cuda_backend::switches_from_environment(&warnings);
+    for (const std::string& w : warnings) log_warning("CUDA: " + w);
     return cuda_backend::create_model_runner(model, o);
   }
   CpuRunnerOptions o;

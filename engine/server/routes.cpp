@@ -217,7 +217,7 @@ void register_routes(HttpServer& http, ServerContext& ctx) {
     return r;
   });
   http.add_route("GET", "/version", [](const HttpRequest&) {
-    return json_response({{"version", "0.1.0"}});
+    return json_response({{"version", LATHE_VERSION}});
   });
   http.add_route(
       "GET", "/v1/models", authenticated(ctx, [&ctx](const HttpRequest&) {

@@ -60,8 +60,10 @@ if [ ! -f "$DIR/lib/liblathe_cuda.so" ]; then
   exit 2
 fi
 # LATHE_TEST_DEVICE=cuda: test_engine_gpu runs the engine tests on the GPU (its CTest environment;
-# without it they would run on the CPU).
+# without it they would run on the CPU). LATHE_REQUIRE_GPU=1: a GPU test that finds no GPU, driver or
+# plugin fails instead of skipping, so that this run cannot pass by skipping.
 export LATHE_TEST_DATA="$ROOT/tests/fixtures" QT_QPA_PLATFORM=offscreen LATHE_TEST_DEVICE=cuda
+export LATHE_REQUIRE_GPU=1
 # The default model (98 MB) is over the carry limit: scripts/gpu/stage-default-model.sh sends it
 # xz-compressed in parts, the first by a short call just before this one (into /tmp/lathe-models),
 # the last with this call (build-gpu-model/part-NN). Joined and checked here; the end-to-end test on

@@ -144,6 +144,7 @@ struct Problem {
     a.max_splits = splits;
     a.workspace = ws.as<float>();
     a.dtype = dtype;
+    a.kv_dtype = dtype;
   }
 
   std::vector<float> run_split_kv(int32_t splits) const {
@@ -440,6 +441,27 @@ class CudaAttentionTest : public QObject {
   }
 
   // Padding rows of a CUDA-graph bucket (seq_len 0, no pages) produce zeros, not NaN.
+  // The KV cache's dtype is its own (kv_cache.h): a kernel given a cache of another dtype than its
+  // activations refuses it with an error naming both, before any launch (host check: no GPU
+  // needed).
+  void kv_cache_of_another_dtype_is_refused() {
+    cuda::DecodeAttentionArgs d;
+    d.num_seqs = 1, d.num_heads = 8, d.num_kv_heads = 2, d.head_dim = 128, d.q_stride = 1536;
+    d.dtype = DType::kBF16;
+    d.kv_dtype = DType::kF16;
+    Status s = cuda::decode_attention(d, nullptr);
+    QCOMPARE(s.code(), ErrorCode::kUnsupported);
+    QVERIFY2(s.message().find("bf16") != std::string::npos &&
+                 s.message().find("f16") != std::string::npos,
+             s.message().c_str());
+    cuda::PagedAttentionArgs p;
+    p.num_tokens = 1, p.num_seqs = 1, p.num_heads = 8, p.num_kv_heads = 2, p.head_dim = 128;
+    p.q_stride = 1536;
+    p.dtype = DType::kF16;
+    p.kv_dtype = DType::kBF16;
+    QCOMPARE(cuda::paged_attention(p, nullptr).code(), ErrorCode::kUnsupported);
+  }
+
   void empty_context_gives_zeros() {
     LATHE_REQUIRE_GPU();
     Problem p;

@@ -214,6 +214,7 @@ class CudaOpsTest : public QObject {
       a.v_cache = d_vc.get();
       a.slot_mapping = d_slots.as<int64_t>();
       a.dtype = t;
+      a.kv_dtype = t;
       LATHE_QVERIFY_OK(cuda::qkv_rope_kv(a, nullptr));
       LATHE_CUDA_CHECK(cudaDeviceSynchronize());
 
@@ -526,6 +527,7 @@ class CudaOpsTest : public QObject {
         rp.k_cache = d_kc.get();
         rp.v_cache = d_vc.get();
         rp.slot_mapping = d_slot_ids.as<int64_t>();
+        rp.kv_dtype = t;
         LATHE_QVERIFY_OK(cuda::decode_gemv(a, nullptr));
         LATHE_CUDA_CHECK(cudaDeviceSynchronize());
         const auto [gq, gk] = split_qk(download16(t, d_y, m * n), m, hq, hkv, d);
@@ -594,12 +596,14 @@ class CudaOpsTest : public QObject {
               rk.k_cache = kc_ref.get(), rk.v_cache = vc_ref.get();
               rk.slot_mapping = d_slots.as<int64_t>();
               rk.dtype = t;
+              rk.kv_dtype = t;
               LATHE_QVERIFY_OK(cuda::qkv_rope_kv(rk, st));
               cuda::GemvRopeKv rp;
               rp.num_heads = hq, rp.num_kv_heads = hkv, rp.head_dim = static_cast<int32_t>(d);
               rp.positions = rk.positions, rp.inv_freq = rk.inv_freq, rp.style = rs;
               rp.q_bias = rk.q_bias, rp.k_bias = rk.k_bias, rp.v_bias = rk.v_bias;
               rp.k_cache = kc.get(), rp.v_cache = vc.get(), rp.slot_mapping = rk.slot_mapping;
+              rp.kv_dtype = t;
               LATHE_QVERIFY_OK(cuda::gemv(t, t, d_x.get(), d_w.get(), y.get(), m, n, k, st,
                                           cuda::GemvOutput::kRopeKv, rp));
               LATHE_CUDA_CHECK(cudaStreamSynchronize(st));

@@ -110,8 +110,10 @@ std::unique_ptr<ModelRunner> make_cpu(const LoadedModel& m, int32_t num_blocks) 
 }
 
 Result<std::unique_ptr<ModelRunner>> make_cuda(const LoadedModel& m, int32_t num_blocks, bool eager,
-                                               int32_t lookahead_max_seqs = 1) {
+                                               int32_t lookahead_max_seqs = 1,
+                                               const CudaSwitches& switches = {}) {
   CudaRunnerOptions o;
+  o.switches = switches;
   o.enforce_eager = eager;
   o.lookahead_max_seqs = lookahead_max_seqs;
   o.max_num_seqs = 8;
@@ -129,29 +131,6 @@ Result<LoadedModel> load_fixture(const std::string& name) {
   lo.load_tokenizer = false;
   return load_model(fixture_path("models/" + name), lo);
 }
-
-// Sets an environment variable for the scope (the runner reads its A/B switches at creation).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    qputenv(name, value);
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      qputenv(name_, QByteArray::fromStdString(old_));
-    } else {
-      qunsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
 
 // Sets the fused decode path's test hooks for the scope (read when a runner is created).
 class ScopedFusedHooks {
@@ -257,9 +236,10 @@ Result<LoadedModel> load_named(const QString& model) {
 
 // The unfused runner with the split-KV decode kernel: what the fused paths are compared with.
 Result<std::unique_ptr<ModelRunner>> make_plain_cuda(const LoadedModel& m) {
-  ScopedEnv f("LATHE_CUDA_FUSED", "0");
-  ScopedEnv a("LATHE_CUDA_DECODE_ATTENTION", "split");
-  return make_cuda(m, 64, false);
+  CudaSwitches sw;
+  sw.fused = FusedDecodeMode::kOff;
+  sw.decode_attention = false;
+  return make_cuda(m, 64, false, 1, sw);
 }
 
 }  // namespace
@@ -330,6 +310,57 @@ class CudaRunnerTest : public QObject {
         QVERIFY(r != nullptr && r->last_step_times().graph);
       }
     }
+  }
+
+  // Two models on one device, as a draft model beside its target: the second takes the first's
+  // device context (stream, cuBLASLt, the device's memory planner) and plans its KV budget with
+  // the first's load and KV cache counted; both compute correct logits, interleaved on the shared
+  // stream.
+  void two_models_share_a_device() {
+    LATHE_REQUIRE_GPU();
+    auto tm = load_fixture("qwen3_untied_bf16");
+    auto dm = load_fixture("llama3_untied_bf16");
+    LATHE_QVERIFY_RESULT(tm);
+    LATHE_QVERIFY_RESULT(dm);
+    CudaRunnerOptions o;
+    o.max_num_seqs = 8;
+    o.max_num_batched_tokens = 512;
+    o.max_model_len = 512;
+    o.gpu_memory_utilization = 0.5;
+    auto target = create_cuda_model_runner(tm.value(), o);
+    LATHE_QVERIFY_RESULT(target);
+    const int64_t budget_alone = target.value()->memory_info().kv_budget_bytes;
+    const int64_t block_bytes = target.value()->kv_block_bytes(kBlock);
+    const int32_t blocks = static_cast<int32_t>(budget_alone / 4 / block_bytes);
+    QVERIFY(blocks >= 64);
+    LATHE_QVERIFY_OK(target.value()->allocate_kv_cache(blocks, kBlock));
+    CudaRunnerOptions o2 = o;
+    o2.context = target.value()->device_context();
+    QVERIFY(o2.context != nullptr);
+    auto draft = create_cuda_model_runner(dm.value(), o2);
+    LATHE_QVERIFY_RESULT(draft);
+    QVERIFY(draft.value()->device_context() == target.value()->device_context());
+    const DeviceMemoryInfo& di = draft.value()->memory_info();
+    const int64_t kv_bytes = int64_t{blocks} * block_bytes;
+    const int64_t slack = int64_t{64} << 20;
+    qInfo(
+        "target alone: KV budget %lld; target KV %lld; draft: weights %lld, activations %lld, "
+        "KV budget %lld",
+        static_cast<long long>(budget_alone), static_cast<long long>(kv_bytes),
+        static_cast<long long>(di.weight_bytes), static_cast<long long>(di.activation_bytes),
+        static_cast<long long>(di.kv_budget_bytes));
+    QVERIFY(di.kv_budget_bytes <= budget_alone - kv_bytes);
+    QVERIFY(di.kv_budget_bytes >=
+            budget_alone - kv_bytes - di.weight_bytes - di.activation_bytes - slack);
+    // A context of another kind, or of another device, is refused.
+    CudaRunnerOptions o3 = o2;
+    o3.device = 1 + static_cast<int32_t>(o2.device);
+    QCOMPARE(create_cuda_model_runner(dm.value(), o3).status().code(), ErrorCode::kInvalidArgument);
+    LATHE_QVERIFY_OK(draft.value()->allocate_kv_cache(64, kBlock));
+    const double draft_err = lockstep_logit_error(dm.value(), *draft.value(), 3);
+    const double target_err = lockstep_logit_error(tm.value(), *target.value(), 3);
+    QVERIFY2(draft_err <= 5e-2 && target_err <= 5e-2,
+             qPrintable(QString("errors %1 %2").arg(draft_err).arg(target_err)));
   }
 
   // Lookahead (cuda_model_runner.h): a runner that launches each predicted next decode step
@@ -405,11 +436,9 @@ class CudaRunnerTest : public QObject {
     // 64, GQA 3) takes the tensor-core decode kernel.
     Result<LoadedModel> m = load_named(model);
     LATHE_QVERIFY_RESULT(m);
-    Result<std::unique_ptr<ModelRunner>> fast = internal_error("not created");
-    {
-      ScopedEnv f("LATHE_CUDA_FUSED", "1");
-      fast = make_cuda(m.value(), 64, false);
-    }
+    CudaSwitches forced;
+    forced.fused = FusedDecodeMode::kForce;
+    Result<std::unique_ptr<ModelRunner>> fast = make_cuda(m.value(), 64, false, 1, forced);
     Result<std::unique_ptr<ModelRunner>> plain = make_plain_cuda(m.value());
     LATHE_QVERIFY_RESULT(fast);
     LATHE_QVERIFY_RESULT(plain);
@@ -453,7 +482,6 @@ class CudaRunnerTest : public QObject {
       hooks.parts = parts;
       Result<std::unique_ptr<ModelRunner>> gpu = internal_error("not created");
       {
-        ScopedEnv f("LATHE_CUDA_FUSED", "auto");
         ScopedFusedHooks h(hooks);
         gpu = make_cuda(m.value(), 64, false);
       }
@@ -492,11 +520,7 @@ class CudaRunnerTest : public QObject {
     LATHE_REQUIRE_GPU();
     auto m = deep_dummy_model();
     LATHE_QVERIFY_RESULT(m);
-    Result<std::unique_ptr<ModelRunner>> gpu = internal_error("not created");
-    {
-      ScopedEnv f("LATHE_CUDA_FUSED", "auto");
-      gpu = make_cuda(m.value(), 64, false);
-    }
+    Result<std::unique_ptr<ModelRunner>> gpu = make_cuda(m.value(), 64, false);
     LATHE_QVERIFY_RESULT(gpu);
     auto* cr = dynamic_cast<cuda::CudaModelRunner*>(gpu.value().get());
     QVERIFY(cr != nullptr);
@@ -564,8 +588,6 @@ class CudaRunnerTest : public QObject {
     Result<std::unique_ptr<ModelRunner>> gpu = internal_error("not created");
     {
       // The default choice (neither forced nor off), RoPE in the QKV epilogue allowed.
-      ScopedEnv f("LATHE_CUDA_FUSED", "auto");
-      ScopedEnv r("LATHE_CUDA_FUSED_ROPE", "1");
       ScopedFusedHooks h(hooks);
       gpu = make_cuda(m.value(), 64, false);
     }

@@ -18,14 +18,16 @@
 #include "engine/backend/cuda/cuda_runner_factory.h"
 #include "engine/core/dtype.h"
 #include "engine/core/half.h"
+#include "test_support.h"
 
 namespace lathe::test {
 
-// QSKIPs the calling test when no usable GPU exists (CI); any CUDA error counts as "no GPU".
-#define LATHE_REQUIRE_GPU()                                                      \
-  do {                                                                           \
-    std::string lathe_why_;                                                      \
-    if (!::lathe::cuda_device_available(&lathe_why_)) QSKIP(lathe_why_.c_str()); \
+// QSKIPs the calling test when no usable GPU exists (CI; any CUDA error counts as "no GPU"), or
+// fails it when LATHE_REQUIRE_GPU=1 (test_support.h).
+#define LATHE_REQUIRE_GPU()                                                          \
+  do {                                                                               \
+    std::string lathe_why_;                                                          \
+    if (!::lathe::cuda_device_available(&lathe_why_)) LATHE_GPU_MISSING(lathe_why_); \
   } while (0)
 
 #define LATHE_CUDA_CHECK(expr) QCOMPARE(static_cast<int>(expr), static_cast<int>(cudaSuccess))

@@ -59,12 +59,12 @@ Result<std::unique_ptr<Engine>> make_engine(const Options& o,
 }
 
 // Creates the engine or skips the test (no GPU in a gpu run).
-#define MAKE_ENGINE(var, options)                                                            \
-  auto var##_result = make_engine(options);                                                  \
-  if (!var##_result.is_ok() && test_device() == DeviceKind::kCuda &&                         \
-      var##_result.status().code() == ErrorCode::kUnsupported)                               \
-    QSKIP(qPrintable(QString("no usable GPU: ") + var##_result.status().message().c_str())); \
-  LATHE_QVERIFY_RESULT(var##_result);                                                        \
+#define MAKE_ENGINE(var, options)                                           \
+  auto var##_result = make_engine(options);                                 \
+  if (!var##_result.is_ok() && test_device() == DeviceKind::kCuda &&        \
+      var##_result.status().code() == ErrorCode::kUnsupported)              \
+    LATHE_GPU_MISSING("no usable GPU: " + var##_result.status().message()); \
+  LATHE_QVERIFY_RESULT(var##_result);                                       \
   Engine& var = *var##_result.value()
 
 std::vector<TokenId> prompt_of(int n, int seed) {
@@ -320,7 +320,8 @@ class EngineIntegrationTest : public QObject {
     Options o;
     o.max_model_len = 512;
     auto engine_r = make_engine(o, path);
-    if (!engine_r.is_ok() && test_device() == DeviceKind::kCuda) QSKIP("no usable GPU");
+    if (!engine_r.is_ok() && test_device() == DeviceKind::kCuda)
+      LATHE_GPU_MISSING("no usable GPU: " + engine_r.status().message());
     LATHE_QVERIFY_RESULT(engine_r);
     Engine& engine = *engine_r.value();
     RequestSpec s;

@@ -11,7 +11,9 @@
 #include "engine/backend/cpu/cpu_dequant.h"
 #include "engine/backend/cpu/cpu_dummy_weights.h"
 #include "engine/core/strings.h"
+#include "engine/model/layer_weights.h"
 #include "engine/runtime/model_input_check.h"
+#include "engine/runtime/parallel.h"
 #include "engine/runtime/sampler.h"
 
 namespace lathe {
@@ -25,11 +27,6 @@ int64_t physical_ram_bytes() {
 
 std::string display_name(const LoadedModel& m) {
   return m.config.name.empty() ? m.path : m.config.name;
-}
-
-template <typename T>
-void grow(std::vector<T>& v, int64_t n) {
-  if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
 }
 
 }  // namespace
@@ -57,8 +54,10 @@ Result<std::unique_ptr<CpuModelRunner>> CpuModelRunner::create(const LoadedModel
     return unsupported(std::string("the CPU backend keeps its KV cache in f32; kv dtype ") +
                        std::string(dtype_name(options.kv_dtype)) + " is not supported");
   LATHE_RETURN_IF_ERROR(model.config.validate());
+  LATHE_RETURN_IF_ERROR(require_single_rank(options.parallel, "the CPU backend"));
   std::unique_ptr<CpuModelRunner> r(new CpuModelRunner());
   r->config_ = model.config;
+  r->plan_ = make_forward_plan(model.config, options.parallel.world_size);
   r->pool_ = std::make_unique<ThreadPool>(options.num_threads);
   if (model.format == ModelFormat::kDummy) {
     try {
@@ -81,9 +80,10 @@ Result<std::unique_ptr<CpuModelRunner>> CpuModelRunner::create(const LoadedModel
   int64_t weight_bytes = model.format == ModelFormat::kDummy ? 0 : model.weights.total_bytes();
   if (model.format == ModelFormat::kDummy) {
     for (const Layer& l : r->layers_)
-      for (const TensorView* t : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down})
-        weight_bytes += t->nbytes();
-    weight_bytes += r->token_embd_.nbytes() + (c.tie_word_embeddings ? 0 : r->output_.nbytes());
+      for (const Linear* g : {&l.qkv, &l.o, &l.gate_up, &l.down})
+        for (const TensorView& t : g->parts) weight_bytes += t.nbytes();
+    weight_bytes +=
+        r->token_embd_.nbytes() + (c.tie_word_embeddings ? 0 : r->lm_head_.parts[0].nbytes());
   }
   m.weight_bytes = weight_bytes;
   // Activations of a 512-token step (the CPU scheduler's default budget) and logits of 64 sampled
@@ -96,57 +96,60 @@ Result<std::unique_ptr<CpuModelRunner>> CpuModelRunner::create(const LoadedModel
   return r;
 }
 
+namespace {
+
+// A float32 copy of a norm weight or bias vector (f32/f16/bf16 as stored); empty for an empty view.
+Result<std::vector<float>> to_floats(const TensorView& t, const std::string& name) {
+  std::vector<float> out;
+  if (t.ndim == 0) return out;
+  if (!cpu::is_supported_weight_type(t.dtype) || is_quantized(t.dtype))
+    return unsupported(name + ": a " + std::string(dtype_name(t.dtype)) +
+                       " vector cannot be read by the CPU backend");
+  out.resize(static_cast<size_t>(t.numel()));
+  cpu::detail::dequant_row(t.dtype, t.bytes(), out.data(), t.numel());
+  return out;
+}
+
+}  // namespace
+
 Status CpuModelRunner::init_weights(const LoadedModel& model) {
-  const ModelConfig& c = config_;
-  const WeightStore& w = model.weights;
-  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols,
-                    TensorView* out) -> Status {
-    LATHE_ASSIGN_OR_RETURN(*out, w.get(name, {rows, cols}));
-    if (out->memory != MemoryKind::kHost)
-      return invalid_argument(name + ": the CPU backend needs host weights");
-    if (!cpu::is_supported_weight_type(out->dtype))
-      return unsupported(name + ": the CPU backend cannot compute with " +
-                         std::string(dtype_name(out->dtype)) + " weights");
+  LATHE_ASSIGN_OR_RETURN(const ModelWeights w, bind_model_weights(model));
+  auto linear = [&](const LinearGroup& g, Linear* out) -> Status {
+    for (size_t i = 0; i < g.parts.size(); ++i) {
+      const WeightMatrix& m = g.parts[i];
+      if (m.data.memory != MemoryKind::kHost)
+        return invalid_argument(m.name + ": the CPU backend needs host weights");
+      if ((m.format != WeightFormat::kDense && m.format != WeightFormat::kGguf) ||
+          !cpu::is_supported_weight_type(m.dtype))
+        return unsupported(m.name + ": the CPU backend cannot compute with " + m.describe() +
+                           " weights");
+      out->parts.push_back(m.data);
+      LATHE_ASSIGN_OR_RETURN(
+          std::vector<float> bias,
+          to_floats(i < g.biases.size() ? g.biases[i] : TensorView{}, m.name + " bias"));
+      out->biases.push_back(std::move(bias));
+    }
     return Status();
   };
-  auto vector = [&](const std::string& name, int64_t n, std::vector<float>* out) -> Status {
-    LATHE_ASSIGN_OR_RETURN(TensorView t, w.get(name, {n}));
-    if (!cpu::is_supported_weight_type(t.dtype) || is_quantized(t.dtype))
-      return unsupported(name + ": a " + std::string(dtype_name(t.dtype)) +
-                         " vector cannot be read by the CPU backend");
-    out->resize(static_cast<size_t>(n));
-    cpu::detail::dequant_row(t.dtype, t.bytes(), out->data(), n);
-    return Status();
-  };
-  LATHE_RETURN_IF_ERROR(matrix("token_embd", c.vocab_size, c.hidden_size, &token_embd_));
-  if (c.tie_word_embeddings && !w.contains("output")) {
-    output_ = token_embd_;
-  } else {
-    LATHE_RETURN_IF_ERROR(matrix("output", c.vocab_size, c.hidden_size, &output_));
-  }
-  LATHE_RETURN_IF_ERROR(vector("output_norm", c.hidden_size, &output_norm_));
-  layers_.resize(static_cast<size_t>(c.num_layers));
-  for (int64_t i = 0; i < c.num_layers; ++i) {
+  if (!cpu::is_supported_weight_type(w.token_embd.dtype))
+    return unsupported("token_embd: the CPU backend cannot read " +
+                       std::string(dtype_name(w.token_embd.dtype)) + " embeddings");
+  token_embd_ = w.token_embd;
+  LATHE_RETURN_IF_ERROR(linear(w.lm_head, &lm_head_));
+  LATHE_ASSIGN_OR_RETURN(output_norm_, to_floats(w.output_norm, "output_norm"));
+  layers_.resize(w.layers.size());
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    const LayerWeights& src = w.layers[i];
     Layer& l = layers_[i];
-    auto name = [i](const char* suffix) { return WeightStore::layer_name(i, suffix); };
-    LATHE_RETURN_IF_ERROR(matrix(name("attn_q"), c.q_size(), c.hidden_size, &l.q));
-    LATHE_RETURN_IF_ERROR(matrix(name("attn_k"), c.kv_size(), c.hidden_size, &l.k));
-    LATHE_RETURN_IF_ERROR(matrix(name("attn_v"), c.kv_size(), c.hidden_size, &l.v));
-    LATHE_RETURN_IF_ERROR(matrix(name("attn_output"), c.hidden_size, c.q_size(), &l.o));
-    LATHE_RETURN_IF_ERROR(matrix(name("ffn_gate"), c.intermediate_size, c.hidden_size, &l.gate));
-    LATHE_RETURN_IF_ERROR(matrix(name("ffn_up"), c.intermediate_size, c.hidden_size, &l.up));
-    LATHE_RETURN_IF_ERROR(matrix(name("ffn_down"), c.hidden_size, c.intermediate_size, &l.down));
-    LATHE_RETURN_IF_ERROR(vector(name("attn_norm"), c.hidden_size, &l.attn_norm));
-    LATHE_RETURN_IF_ERROR(vector(name("ffn_norm"), c.hidden_size, &l.ffn_norm));
-    if (c.attention_bias) {
-      LATHE_RETURN_IF_ERROR(vector(name("attn_q_bias"), c.q_size(), &l.q_bias));
-      LATHE_RETURN_IF_ERROR(vector(name("attn_k_bias"), c.kv_size(), &l.k_bias));
-      LATHE_RETURN_IF_ERROR(vector(name("attn_v_bias"), c.kv_size(), &l.v_bias));
-    }
-    if (c.qk_norm) {
-      LATHE_RETURN_IF_ERROR(vector(name("attn_q_norm"), c.head_dim, &l.q_norm));
-      LATHE_RETURN_IF_ERROR(vector(name("attn_k_norm"), c.head_dim, &l.k_norm));
-    }
+    const std::string prefix = "blk." + std::to_string(i) + ".";
+    LATHE_RETURN_IF_ERROR(linear(src.qkv, &l.qkv));
+    LATHE_RETURN_IF_ERROR(linear(src.o, &l.o));
+    LATHE_RETURN_IF_ERROR(linear(src.gate_up, &l.gate_up));
+    LATHE_RETURN_IF_ERROR(linear(src.down, &l.down));
+    LATHE_ASSIGN_OR_RETURN(l.attn_norm, to_floats(src.attn_norm, prefix + "attn_norm"));
+    LATHE_ASSIGN_OR_RETURN(l.ffn_norm, to_floats(src.ffn_norm, prefix + "ffn_norm"));
+    LATHE_ASSIGN_OR_RETURN(l.q_norm, to_floats(src.q_norm, prefix + "attn_q_norm"));
+    LATHE_ASSIGN_OR_RETURN(l.k_norm, to_floats(src.k_norm, prefix + "attn_k_norm"));
   }
   return Status();
 }
@@ -155,30 +158,39 @@ Status CpuModelRunner::init_dummy_weights(const CpuRunnerOptions& options) {
   const ModelConfig& c = config_;
   const DType dtype = c.weight_dtype == DType::kF32 ? DType::kF32 : DType::kBF16;
   constexpr float kStd = 0.02f;
-  uint64_t stream = 0;
-  auto random = [&](int64_t rows, int64_t cols) {
-    return cpu::make_random_matrix(dtype, rows, cols, kStd, options.dummy_seed, stream++, owned_,
-                                   *pool_);
+  // One random stream per matrix, in dummy_matrix_order() (the CUDA backend's order too).
+  const std::vector<MatrixShape> order = dummy_matrix_order(c);
+  std::vector<TensorView> mats;
+  mats.reserve(order.size());
+  for (size_t s = 0; s < order.size(); ++s)
+    mats.push_back(cpu::make_random_matrix(dtype, order[s].n, order[s].k, kStd, options.dummy_seed,
+                                           s, owned_, *pool_));
+  size_t next = 0;
+  auto take = [&]() { return mats[next++]; };
+  auto group = [](std::vector<TensorView> parts, size_t num_biases) {
+    Linear g;
+    g.parts = std::move(parts);
+    g.biases.resize(num_biases);
+    return g;
   };
-  token_embd_ = random(c.vocab_size, c.hidden_size);
-  output_ = c.tie_word_embeddings ? token_embd_ : random(c.vocab_size, c.hidden_size);
+  token_embd_ = take();
+  lm_head_ = group({c.tie_word_embeddings ? token_embd_ : take()}, 1);
   output_norm_.assign(static_cast<size_t>(c.hidden_size), 1.0f);
   layers_.resize(static_cast<size_t>(c.num_layers));
   for (Layer& l : layers_) {
-    l.q = random(c.q_size(), c.hidden_size);
-    l.k = random(c.kv_size(), c.hidden_size);
-    l.v = random(c.kv_size(), c.hidden_size);
-    l.o = random(c.hidden_size, c.q_size());
-    l.gate = random(c.intermediate_size, c.hidden_size);
-    l.up = random(c.intermediate_size, c.hidden_size);
-    l.down = random(c.hidden_size, c.intermediate_size);
+    const TensorView q = take(), k = take(), v = take();
+    l.qkv = group({q, k, v}, 3);
+    if (c.attention_bias) {
+      l.qkv.biases[0].assign(static_cast<size_t>(c.q_size()), 0.0f);
+      l.qkv.biases[1].assign(static_cast<size_t>(c.kv_size()), 0.0f);
+      l.qkv.biases[2].assign(static_cast<size_t>(c.kv_size()), 0.0f);
+    }
+    l.o = group({take()}, 1);
+    const TensorView gate = take(), up = take();
+    l.gate_up = group({gate, up}, 2);
+    l.down = group({take()}, 1);
     l.attn_norm.assign(static_cast<size_t>(c.hidden_size), 1.0f);
     l.ffn_norm.assign(static_cast<size_t>(c.hidden_size), 1.0f);
-    if (c.attention_bias) {
-      l.q_bias.assign(static_cast<size_t>(c.q_size()), 0.0f);
-      l.k_bias.assign(static_cast<size_t>(c.kv_size()), 0.0f);
-      l.v_bias.assign(static_cast<size_t>(c.kv_size()), 0.0f);
-    }
     if (c.qk_norm) {
       l.q_norm.assign(static_cast<size_t>(c.head_dim), 1.0f);
       l.k_norm.assign(static_cast<size_t>(c.head_dim), 1.0f);
@@ -213,106 +225,6 @@ Status CpuModelRunner::allocate_kv_cache(int32_t num_blocks, int32_t block_size)
 Status CpuModelRunner::check_input(const ModelInput& in) const {
   if (kv_ == nullptr) return internal_error("allocate_kv_cache() must be called before execute()");
   return check_model_input(in, ModelInputBounds{num_blocks_, block_size_, config_.vocab_size});
-}
-
-Status CpuModelRunner::forward(const ModelInput& in) {
-  LATHE_RETURN_IF_ERROR(check_input(in));
-  const ModelConfig& c = config_;
-  const int64_t t_count = in.num_tokens();
-  const int64_t hidden = c.hidden_size, q_size = c.q_size(), kv_size = c.kv_size(),
-                ffn = c.intermediate_size;
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  ThreadPool& pool = *pool_;
-  grow(x_, t_count * hidden);
-  grow(h_, t_count * hidden);
-  grow(tmp_, t_count * hidden);
-  grow(q_, t_count * q_size);
-  grow(attn_, t_count * q_size);
-  grow(k_, t_count * kv_size);
-  grow(v_, t_count * kv_size);
-  grow(gate_, t_count * ffn);
-  grow(up_, t_count * ffn);
-  grow(rope_cos_, t_count * (c.head_dim / 2));
-  grow(rope_sin_, t_count * (c.head_dim / 2));
-  cpu::rope_table(in.positions.data(), t_count, inv_freq_, rope_cos_.data(), rope_sin_.data());
-
-  // Rows whose hidden state reaches the logits: the last token of each sampled sequence.
-  const int64_t n_out = static_cast<int64_t>(in.sample_seqs.size());
-  std::vector<int32_t> out_rows;
-  for (int32_t s : in.sample_seqs) out_rows.push_back(in.query_start[s + 1] - 1);
-
-  cpu::embedding(token_embd_, in.token_ids.data(), t_count, x_.data());
-
-  cpu::PagedAttentionArgs attn_args;
-  attn_args.q = q_.data();
-  attn_args.out = attn_.data();
-  attn_args.query_start = in.query_start.data();
-  attn_args.seq_lens = in.seq_lens.data();
-  attn_args.block_tables = in.block_tables.data();
-  attn_args.num_seqs = in.num_seqs();
-  attn_args.max_blocks_per_seq = in.max_blocks_per_seq;
-  attn_args.num_heads = c.num_heads;
-  attn_args.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
-  attn_args.sliding_window = static_cast<int32_t>(c.sliding_window);
-
-  const int64_t layer_floats = static_cast<int64_t>(num_blocks_) * block_size_ * kv_size;
-  int64_t rows = t_count;  // rows still flowing through the layer (shrinks in the last layer)
-  for (int64_t li = 0; li < c.num_layers; ++li) {
-    const Layer& l = layers_[li];
-    if (li == 0) {
-      cpu::rms_norm(x_.data(), l.attn_norm.data(), t_count, hidden, eps, h_.data());
-    } else {
-      cpu::add_rms_norm(x_.data(), tmp_.data(), l.attn_norm.data(), t_count, hidden, eps,
-                        h_.data());
-    }
-    const cpu::LinearGroupItem qkv[3] = {
-        {&l.q, l.q_bias.empty() ? nullptr : l.q_bias.data(), q_.data()},
-        {&l.k, l.k_bias.empty() ? nullptr : l.k_bias.data(), k_.data()},
-        {&l.v, l.v_bias.empty() ? nullptr : l.v_bias.data(), v_.data()}};
-    cpu::linear_group(h_.data(), t_count, qkv, 3, pool);
-    if (c.qk_norm) {
-      cpu::rms_norm(q_.data(), l.q_norm.data(), t_count * c.num_heads, c.head_dim, eps, q_.data());
-      cpu::rms_norm(k_.data(), l.k_norm.data(), t_count * c.num_kv_heads, c.head_dim, eps,
-                    k_.data());
-    }
-    cpu::rope(q_.data(), t_count, c.num_heads, c.head_dim, rope_cos_.data(), rope_sin_.data(),
-              c.rope_style);
-    cpu::rope(k_.data(), t_count, c.num_kv_heads, c.head_dim, rope_cos_.data(), rope_sin_.data(),
-              c.rope_style);
-    cpu::KvLayerView cache;
-    cache.k = kv_.get() + 2 * li * layer_floats;
-    cache.v = cache.k + layer_floats;
-    cache.block_size = block_size_;
-    cache.num_kv_heads = c.num_kv_heads;
-    cache.head_dim = c.head_dim;
-    cpu::write_kv(k_.data(), v_.data(), in.slot_mapping.data(), t_count, cache);
-    cpu::paged_attention(attn_args, cache, pool);
-
-    if (li == c.num_layers - 1) {
-      // Only the sampled rows matter from here on: move them (residual and attention output) to the
-      // front. Rows are ascending, so row i comes from row out_rows[i] >= i.
-      for (int64_t i = 0; i < n_out; ++i) {
-        const int64_t r = out_rows[i];
-        std::memmove(x_.data() + i * hidden, x_.data() + r * hidden, sizeof(float) * hidden);
-        std::memmove(attn_.data() + i * q_size, attn_.data() + r * q_size, sizeof(float) * q_size);
-      }
-      rows = n_out;
-      if (rows == 0) break;
-    }
-    cpu::linear(attn_.data(), rows, l.o, nullptr, tmp_.data(), pool);
-    cpu::add_rms_norm(x_.data(), tmp_.data(), l.ffn_norm.data(), rows, hidden, eps, h_.data());
-    const cpu::LinearGroupItem gate_up[2] = {{&l.gate, nullptr, gate_.data()},
-                                             {&l.up, nullptr, up_.data()}};
-    cpu::linear_group(h_.data(), rows, gate_up, 2, pool);
-    cpu::swiglu(gate_.data(), up_.data(), gate_.data(), rows * ffn);
-    cpu::linear(gate_.data(), rows, l.down, nullptr, tmp_.data(), pool);
-  }
-
-  grow(logits_, n_out * c.vocab_size);
-  if (n_out == 0) return Status();
-  cpu::add_rms_norm(x_.data(), tmp_.data(), output_norm_.data(), n_out, hidden, eps, h_.data());
-  cpu::linear(h_.data(), n_out, output_, nullptr, logits_.data(), pool);
-  return Status();
 }
 
 Result<std::vector<float>> CpuModelRunner::compute_logits(const ModelInput& input) {

@@ -1,10 +1,16 @@
-// The CPU model runner: the Llama-family forward pass (Llama 2/3/3.1/3.2, Mistral, Qwen2 with QKV
-// bias, Qwen3 with per-head QK RMSNorm, SmolLM2) over a paged float32 KV cache, built from cpu_ops.
+// The CPU model runner: the forward plan of a Llama-family model (engine/model/forward_plan.h:
+// Llama 2/3/3.1/3.2, Mistral, Qwen2 with QKV bias, Qwen3 with per-head QK RMSNorm, SmolLM2)
+// executed op by op over a paged float32 KV cache with the reference ops of cpu_ops.h. It is the
+// numerical reference every other backend is tested against, so it fuses nothing that would change
+// a result.
 //
 // One step (execute / compute_logits) runs every scheduled token through every layer, writes its
-// K/V to its slot, and computes logits only for the last token of each sampled sequence. In the
-// last layer only those rows go through the output projection and MLP (nothing else reads them).
-// Weights are used in place (mmap); norm weights and biases are converted to float32 once.
+// K/V to its slot, and computes logits only for the rows that are sampled (the last token of each
+// sampled sequence). In the last layer, after attention (the last op that mixes rows), only those
+// rows go on through the remaining ops (nothing else reads them). Weights are used in place (mmap);
+// norm weights and biases are converted to float32 once.
+//
+// Files: this one (creation, weights, KV cache, sampling), cpu_forward.cpp (the plan interpreter).
 #pragma once
 
 #include <cstdint>
@@ -14,6 +20,7 @@
 #include "engine/backend/cpu/cpu_ops.h"
 #include "engine/backend/cpu/cpu_runner_factory.h"
 #include "engine/core/thread_pool.h"
+#include "engine/model/forward_plan.h"
 #include "engine/model/loaded_model.h"
 #include "engine/runtime/model_runner.h"
 
@@ -33,27 +40,39 @@ class CpuModelRunner final : public ModelRunner {
   int64_t vocab_size() const override { return config_.vocab_size; }
 
   int num_threads() const { return pool_->num_threads(); }
+  const ForwardPlan& plan() const { return plan_; }
 
  private:
+  // A projection as the CPU runs it: its stored matrices (dense or GGUF blocks, used in place) and
+  // their biases in float32 (empty: none).
+  struct Linear {
+    std::vector<TensorView> parts;
+    std::vector<std::vector<float>> biases;
+  };
   struct Layer {
-    TensorView q, k, v, o, gate, up, down;
+    Linear qkv, o, gate_up, down;
     std::vector<float> attn_norm, ffn_norm;
-    std::vector<float> q_bias, k_bias, v_bias;  // empty without attention_bias
-    std::vector<float> q_norm, k_norm;          // empty without qk_norm
+    std::vector<float> q_norm, k_norm;  // empty without qk_norm
   };
 
   CpuModelRunner() = default;
   Status init_weights(const LoadedModel& model);
   Status init_dummy_weights(const CpuRunnerOptions& options);
   Status check_input(const ModelInput& input) const;
+  const Linear& linear(const Layer& layer, LinearSlot slot) const;
   // Runs the step; leaves logits of the sampled rows in logits_ ([sample_seqs.size(), vocab]).
   Status forward(const ModelInput& input);
+  // One op of a layer over `rows` token rows (cpu_forward.cpp).
+  void run_layer_op(const ForwardOp& op, const Layer& layer, int64_t layer_index,
+                    const ModelInput& input, int64_t rows);
 
   ModelConfig config_;
+  ForwardPlan plan_;
   std::unique_ptr<ThreadPool> pool_;
   DeviceMemoryInfo memory_;
 
-  TensorView token_embd_, output_;
+  TensorView token_embd_;
+  Linear lm_head_;
   std::vector<float> output_norm_;
   std::vector<Layer> layers_;
   std::vector<float> inv_freq_;
@@ -67,7 +86,9 @@ class CpuModelRunner final : public ModelRunner {
   int32_t num_blocks_ = 0;
   int32_t block_size_ = 0;
 
-  // Activations, grown as needed: T tokens of the step.
+  // Activations, grown as needed: T tokens of the step. x_: the residual stream; h_: a
+  // projection's normalized input; tmp_: the o / down projection's output; gate_ holds the
+  // activation after kActivation.
   std::vector<float> x_, h_, q_, k_, v_, attn_, gate_, up_, tmp_, logits_;
   std::vector<float> rope_cos_, rope_sin_;  // [T, head_dim / 2]: the step's angles, every layer
 };

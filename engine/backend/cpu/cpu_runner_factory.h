@@ -7,6 +7,7 @@
 #include "engine/core/dtype.h"
 #include "engine/core/status.h"
 #include "engine/runtime/model_runner.h"
+#include "engine/runtime/parallel.h"
 
 namespace lathe {
 
@@ -16,6 +17,7 @@ struct CpuRunnerOptions {
   int32_t num_threads = 0;       // worker threads incl. the caller's; 0 = one per hardware thread
   DType kv_dtype = DType::kF32;  // KV-cache element type; the CPU backend supports f32 only
   uint64_t dummy_seed = 0;       // seed of the random weights for ModelFormat::kDummy
+  ParallelConfig parallel;       // ranks (world size 1 only on the CPU today)
 };
 
 // The runner reads weights in place from `model` (memory-mapped files): `model` must outlive it.

@@ -37,13 +37,9 @@ std::atomic<int> g_pdl{-1};  // -1: not decided yet
 bool pdl_enabled() {
   int v = g_pdl.load(std::memory_order_relaxed);
   if (v < 0) {
-    const char* env = std::getenv("LATHE_CUDA_PDL");
     int dev = 0, major = 0;
-    if (env != nullptr && std::string(env) == "0") {
-      v = 0;
-    } else if (cudaGetDevice(&dev) != cudaSuccess ||
-               cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) !=
-                   cudaSuccess) {
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
       cudaGetLastError();
       v = 0;
     } else {

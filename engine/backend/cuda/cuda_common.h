@@ -36,7 +36,7 @@ inline int64_t ceil_div(int64_t a, int64_t b) {
 }
 
 // Whether forward-pass kernels use programmatic dependent launch: on devices of compute capability
-// 9.0 or newer, unless the environment sets LATHE_CUDA_PDL=0. Read once per process.
+// 9.0 or newer, unless turned off (disable_pdl(); a runner does so when CudaSwitches::pdl is off).
 bool pdl_enabled();
 // Turns programmatic dependent launch off for the rest of the process (the runner's fallback when a
 // CUDA graph with programmatic edges cannot be captured).

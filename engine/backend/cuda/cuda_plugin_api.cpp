@@ -28,6 +28,7 @@ const CudaPluginApi kApi = {
     .device_description = &device_description,
     .device_properties = &cuda_device_properties,
     .create_model_runner = &create_cuda_model_runner,
+    .switches_from_environment = &cuda_switches_from_environment,
 };
 
 }  // namespace

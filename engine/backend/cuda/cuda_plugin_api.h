@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/backend/cuda/cuda_runner_factory.h"
 #include "engine/core/status.h"
@@ -22,7 +23,7 @@ struct LoadedModel;
 
 // Bump when a member of CudaPluginApi or a type it passes (CudaRunnerOptions, CudaDeviceProperties,
 // ModelRunner, LoadedModel, ...) changes in a way an older plugin would misread.
-inline constexpr uint32_t kCudaPluginAbiVersion = 2;  // 2: ModelInput::next_step_continues
+inline constexpr uint32_t kCudaPluginAbiVersion = 3;  // 3: CudaRunnerOptions switches, context
 // The exported symbol (extern "C") and the file name the loader looks for.
 inline constexpr const char* kCudaPluginEntryPoint = "lathe_cuda_plugin_api";
 inline constexpr const char* kCudaPluginFileName = "liblathe_cuda.so";
@@ -32,7 +33,7 @@ inline constexpr const char* kCudaPluginFileName = "liblathe_cuda.so";
 struct CudaPluginApi {
   uint32_t abi_version;       // kCudaPluginAbiVersion of the plugin's build
   uint32_t struct_size;       // sizeof(CudaPluginApi) of the plugin's build
-  const char* lathe_version;  // the Lathe version the plugin was built for ("0.1.0")
+  const char* lathe_version;  // the Lathe version the plugin was built for (PROJECT_VERSION)
   // Whether device ordinal `device` exists and is usable (driver, compute capability >= 8.0); when
   // not, `why` (if given) says why.
   bool (*device_usable)(int32_t device, std::string* why);
@@ -44,6 +45,9 @@ struct CudaPluginApi {
   // loaded while the runner exists (the loader never unloads it).
   Result<std::unique_ptr<ModelRunner>> (*create_model_runner)(const LoadedModel& model,
                                                               const CudaRunnerOptions& options);
+  // cuda_switches_from_environment() (cuda_switches.h): the LATHE_CUDA_* switches set in the
+  // environment, with a warning per value ignored.
+  CudaSwitches (*switches_from_environment)(std::vector<std::string>* warnings);
 };
 
 }  // namespace lathe

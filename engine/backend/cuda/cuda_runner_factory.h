@@ -5,13 +5,17 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "engine/backend/cuda/cuda_switches.h"
 #include "engine/core/dtype.h"
 #include "engine/core/status.h"
 #include "engine/runtime/model_runner.h"
+#include "engine/runtime/parallel.h"
 
 namespace lathe {
 
+class DeviceContext;
 struct LoadedModel;
 
 // Sizes of 0 select the GPU defaults: 256 sequences, 8192 tokens, the model's context, blocks
@@ -31,6 +35,15 @@ struct CudaRunnerOptions {
   // only: there the host's turn between steps is a visible share of the step, and a discarded
   // step (a sequence ending on EOS, an arrival) costs least.
   int32_t lookahead_max_seqs = 1;
+  // Decode steps whose sequences each carry this many tokens (1 + draft tokens to verify) also get
+  // CUDA graphs (decode buckets of query length 1 always do); 0 or 1: none beyond those.
+  int32_t graph_query_len = 0;
+  // A/B switches (cuda_switches.h); the command line fills them from the environment.
+  CudaSwitches switches;
+  // The device state to share (device_context.h): another runner's device_context() runs this one
+  // on the same stream and plans its memory with it; null: a context of its own on `device`.
+  std::shared_ptr<DeviceContext> context;
+  ParallelConfig parallel;  // world size 1 only today
 };
 
 // Loads `model` onto the GPU (weights once, dequantizing GGUF types), allocates every activation

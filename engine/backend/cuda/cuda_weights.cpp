@@ -9,6 +9,7 @@
 #include "engine/core/strings.h"
 #include "engine/core/thread_pool.h"
 #include "engine/model/dequant.h"
+#include "engine/model/layer_weights.h"
 #include "engine/model/loaded_model.h"
 
 namespace lathe::cuda {
@@ -114,9 +115,61 @@ class Uploader {
 
 }  // namespace
 
+const DeviceLinear& DeviceWeights::linear(int64_t layer, LinearSlot slot) const {
+  const DeviceLayer& l = layers[static_cast<size_t>(layer)];
+  switch (slot) {
+    case LinearSlot::kQkv:
+      return l.qkv;
+    case LinearSlot::kO:
+      return l.o;
+    case LinearSlot::kGateUp:
+      return l.gate_up;
+    case LinearSlot::kDown:
+      return l.down;
+    case LinearSlot::kLmHead:
+      break;
+  }
+  return lm_head;
+}
+
+namespace {
+
+// The checkpoint formats of a group's parts, most rows first ("q4_k+q6_k").
+std::string source_of(const LinearGroup& g) {
+  std::vector<std::pair<int64_t, std::string>> rows;
+  for (const WeightMatrix& m : g.parts) {
+    const std::string d = m.describe();
+    auto it = std::find_if(rows.begin(), rows.end(), [&](const auto& r) { return r.second == d; });
+    if (it == rows.end())
+      rows.emplace_back(m.n, d);
+    else
+      it->first += m.n;
+  }
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string s;
+  for (const auto& r : rows) s += (s.empty() ? "" : "+") + r.second;
+  return s;
+}
+
+DeviceLinear dense(void* w, int64_t n, int64_t k, DType dtype, const char* name) {
+  DeviceLinear l;
+  l.format = WeightFormat::kDense;
+  l.dtype = dtype;
+  l.w = w;
+  l.n = n;
+  l.k = k;
+  l.name = name;
+  l.source = std::string(dtype_name(dtype));
+  return l;
+}
+
+}  // namespace
+
 Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint64_t dummy_seed,
-                                     cudaStream_t stream) {
+                                     const ParallelConfig& parallel, cudaStream_t stream) {
   if (!is_act_dtype(dtype)) return invalid_argument("the CUDA backend computes in bf16 or f16");
+  LATHE_RETURN_IF_ERROR(require_single_rank(parallel, "the CUDA backend"));
   const ModelConfig& c = model.config;
   const int64_t h = c.hidden_size, qs = c.q_size(), kvs = c.kv_size(), ffn = c.intermediate_size,
                 v = c.vocab_size;
@@ -162,15 +215,15 @@ Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint
     return off < 0 ? nullptr : reinterpret_cast<float*>(base + off);
   };
   w.token_embd = at(off_embd);
-  w.lm_head = at(off_head);
+  w.lm_head = dense(at(off_head), v, h, dtype, "lm_head");
   w.output_norm = atf(off_onorm);
   w.layers.resize(lo.size());
   for (size_t i = 0; i < lo.size(); ++i) {
     DeviceLayer& d = w.layers[i];
-    d.qkv = at(lo[i].qkv);
-    d.o = at(lo[i].o);
-    d.gate_up = at(lo[i].gate_up);
-    d.down = at(lo[i].down);
+    d.qkv = dense(at(lo[i].qkv), qkv_rows, h, dtype, "qkv_proj");
+    d.o = dense(at(lo[i].o), h, qs, dtype, "o_proj");
+    d.gate_up = dense(at(lo[i].gate_up), 2 * ffn, h, dtype, "gate_up_proj");
+    d.down = dense(at(lo[i].down), h, ffn, dtype, "down_proj");
     d.attn_norm = atf(lo[i].attn_norm);
     d.ffn_norm = atf(lo[i].ffn_norm);
     d.q_bias = atf(lo[i].q_bias);
@@ -179,29 +232,35 @@ Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint
     d.q_norm = atf(lo[i].q_norm);
     d.k_norm = atf(lo[i].k_norm);
   }
+  // Where each canonical matrix goes: its projection's rows [row_offset, row_offset + n).
+  auto place = [&](const std::string& name) -> std::pair<void*, int64_t> {
+    if (name == "token_embd") return {w.token_embd, 0};
+    if (name == "output") return {const_cast<void*>(w.lm_head.w), 0};
+    const size_t dot = name.find('.', 4);
+    DeviceLayer& d = w.layers[static_cast<size_t>(std::stoll(name.substr(4, dot - 4)))];
+    const std::string s = name.substr(dot + 1);
+    if (s == "attn_q") return {const_cast<void*>(d.qkv.w), 0};
+    if (s == "attn_k") return {const_cast<void*>(d.qkv.w), qs};
+    if (s == "attn_v") return {const_cast<void*>(d.qkv.w), qs + kvs};
+    if (s == "attn_output") return {const_cast<void*>(d.o.w), 0};
+    if (s == "ffn_gate") return {const_cast<void*>(d.gate_up.w), 0};
+    if (s == "ffn_up") return {const_cast<void*>(d.gate_up.w), ffn};
+    return {const_cast<void*>(d.down.w), 0};
+  };
 
   if (dummy) {
-    // The CPU backend's stream order: token_embd, output (untied), then per layer q k v o gate up
-    // down.
-    uint64_t sid = 0;
-    auto rnd = [&](void* dst, int64_t n) {
-      return random_fill(dtype, dst, n, 0, kDummyStd, dummy_seed, sid++, stream);
-    };
-    // Values are rounded to bf16 as the CPU stores them; with f16 activations they are then rounded
-    // to f16 (and an f32 dummy config, which the CPU keeps in f32, is rounded to the runner's
-    // dtype).
-    LATHE_RETURN_IF_ERROR(rnd(w.token_embd, v * h));
-    if (!tied) LATHE_RETURN_IF_ERROR(rnd(w.lm_head, v * h));
+    // One random stream per matrix, in dummy_matrix_order() (the CPU backend's order too). Values
+    // are rounded to bf16 as the CPU stores them; with f16 activations they are then rounded to f16
+    // (and an f32 dummy config, which the CPU keeps in f32, is rounded to the runner's dtype).
+    const std::vector<MatrixShape> order = dummy_matrix_order(c);
+    for (size_t sid = 0; sid < order.size(); ++sid) {
+      const auto [dst, row] = place(order[sid].name);
+      uint8_t* out = static_cast<uint8_t*>(dst) + row * order[sid].k * e;
+      LATHE_RETURN_IF_ERROR(random_fill(dtype, out, order[sid].n * order[sid].k, 0, kDummyStd,
+                                        dummy_seed, sid, stream));
+    }
     LATHE_RETURN_IF_ERROR(constant_fill(DType::kF32, w.output_norm, h, 1.0f, stream));
     for (DeviceLayer& d : w.layers) {
-      uint8_t* qkv = static_cast<uint8_t*>(d.qkv);
-      LATHE_RETURN_IF_ERROR(rnd(qkv, qs * h));
-      LATHE_RETURN_IF_ERROR(rnd(qkv + qs * h * e, kvs * h));
-      LATHE_RETURN_IF_ERROR(rnd(qkv + (qs + kvs) * h * e, kvs * h));
-      LATHE_RETURN_IF_ERROR(rnd(d.o, h * qs));
-      LATHE_RETURN_IF_ERROR(rnd(d.gate_up, ffn * h));
-      LATHE_RETURN_IF_ERROR(rnd(static_cast<uint8_t*>(d.gate_up) + ffn * h * e, ffn * h));
-      LATHE_RETURN_IF_ERROR(rnd(d.down, h * ffn));
       LATHE_RETURN_IF_ERROR(constant_fill(DType::kF32, d.attn_norm, h, 1.0f, stream));
       LATHE_RETURN_IF_ERROR(constant_fill(DType::kF32, d.ffn_norm, h, 1.0f, stream));
       if (d.q_bias != nullptr) {
@@ -218,44 +277,56 @@ Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint
     return w;
   }
 
+  LATHE_ASSIGN_OR_RETURN(const ModelWeights mw, bind_model_weights(model));
   Uploader up;
   LATHE_RETURN_IF_ERROR(up.init(stream));
-  const WeightStore& ws = model.weights;
-  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, void* dst,
-                    int64_t row_offset) -> Status {
-    LATHE_ASSIGN_OR_RETURN(TensorView t, ws.get(name, {rows, cols}));
-    return up.upload(name, t, Target{dst, dtype, row_offset, cols});
+  // A projection: every part into its rows of the fused matrix, biases into their vectors.
+  auto group = [&](const LinearGroup& g, DeviceLinear* dl, float* const* bias_dst) -> Status {
+    int64_t row = 0;
+    for (size_t i = 0; i < g.parts.size(); ++i) {
+      const WeightMatrix& m = g.parts[i];
+      if (m.format != WeightFormat::kDense && m.format != WeightFormat::kGguf)
+        return unsupported(m.name + ": the CUDA backend cannot load " + m.describe() +
+                           " weights yet");
+      LATHE_RETURN_IF_ERROR(
+          up.upload(m.name, m.data, Target{const_cast<void*>(dl->w), dtype, row, m.k}));
+      const TensorView& b = i < g.biases.size() ? g.biases[i] : TensorView{};
+      if (b.ndim > 0 && bias_dst != nullptr && bias_dst[i] != nullptr) {
+        TensorView r = b;
+        r.ndim = 2;
+        r.shape = {1, b.numel(), 0, 0};
+        LATHE_RETURN_IF_ERROR(
+            up.upload(m.name + " bias", r, Target{bias_dst[i], DType::kF32, 0, b.numel()}));
+      }
+      row += m.n;
+    }
+    dl->source = source_of(g);
+    return Status();
   };
-  auto vec = [&](const std::string& name, int64_t n, float* dst) -> Status {
-    LATHE_ASSIGN_OR_RETURN(TensorView t, ws.get(name, {n}));
+  auto vec = [&](const std::string& name, const TensorView& t, float* dst) -> Status {
     TensorView row = t;
     row.ndim = 2;
-    row.shape = {1, n, 0, 0};
-    return up.upload(name, row, Target{dst, DType::kF32, 0, n});
+    row.shape = {1, t.numel(), 0, 0};
+    return up.upload(name, row, Target{dst, DType::kF32, 0, t.numel()});
   };
-  LATHE_RETURN_IF_ERROR(matrix("token_embd", v, h, w.token_embd, 0));
-  if (!tied) LATHE_RETURN_IF_ERROR(matrix("output", v, h, w.lm_head, 0));
-  LATHE_RETURN_IF_ERROR(vec("output_norm", h, w.output_norm));
-  for (int64_t i = 0; i < c.num_layers; ++i) {
-    DeviceLayer& d = w.layers[static_cast<size_t>(i)];
-    auto name = [i](const char* suffix) { return WeightStore::layer_name(i, suffix); };
-    LATHE_RETURN_IF_ERROR(matrix(name("attn_q"), qs, h, d.qkv, 0));
-    LATHE_RETURN_IF_ERROR(matrix(name("attn_k"), kvs, h, d.qkv, qs));
-    LATHE_RETURN_IF_ERROR(matrix(name("attn_v"), kvs, h, d.qkv, qs + kvs));
-    LATHE_RETURN_IF_ERROR(matrix(name("attn_output"), h, qs, d.o, 0));
-    LATHE_RETURN_IF_ERROR(matrix(name("ffn_gate"), ffn, h, d.gate_up, 0));
-    LATHE_RETURN_IF_ERROR(matrix(name("ffn_up"), ffn, h, d.gate_up, ffn));
-    LATHE_RETURN_IF_ERROR(matrix(name("ffn_down"), h, ffn, d.down, 0));
-    LATHE_RETURN_IF_ERROR(vec(name("attn_norm"), h, d.attn_norm));
-    LATHE_RETURN_IF_ERROR(vec(name("ffn_norm"), h, d.ffn_norm));
-    if (c.attention_bias) {
-      LATHE_RETURN_IF_ERROR(vec(name("attn_q_bias"), qs, d.q_bias));
-      LATHE_RETURN_IF_ERROR(vec(name("attn_k_bias"), kvs, d.k_bias));
-      LATHE_RETURN_IF_ERROR(vec(name("attn_v_bias"), kvs, d.v_bias));
-    }
-    if (c.qk_norm) {
-      LATHE_RETURN_IF_ERROR(vec(name("attn_q_norm"), c.head_dim, d.q_norm));
-      LATHE_RETURN_IF_ERROR(vec(name("attn_k_norm"), c.head_dim, d.k_norm));
+  LATHE_RETURN_IF_ERROR(up.upload("token_embd", mw.token_embd, Target{w.token_embd, dtype, 0, h}));
+  if (!tied) LATHE_RETURN_IF_ERROR(group(mw.lm_head, &w.lm_head, nullptr));
+  w.lm_head.source = source_of(mw.lm_head);
+  LATHE_RETURN_IF_ERROR(vec("output_norm", mw.output_norm, w.output_norm));
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    DeviceLayer& d = w.layers[i];
+    const LayerWeights& l = mw.layers[i];
+    const std::string prefix = "blk." + std::to_string(i) + ".";
+    float* const qkv_bias[3] = {d.q_bias, d.k_bias, d.v_bias};
+    LATHE_RETURN_IF_ERROR(group(l.qkv, &d.qkv, qkv_bias));
+    LATHE_RETURN_IF_ERROR(group(l.o, &d.o, nullptr));
+    LATHE_RETURN_IF_ERROR(group(l.gate_up, &d.gate_up, nullptr));
+    LATHE_RETURN_IF_ERROR(group(l.down, &d.down, nullptr));
+    LATHE_RETURN_IF_ERROR(vec(prefix + "attn_norm", l.attn_norm, d.attn_norm));
+    LATHE_RETURN_IF_ERROR(vec(prefix + "ffn_norm", l.ffn_norm, d.ffn_norm));
+    if (d.q_norm != nullptr) {
+      LATHE_RETURN_IF_ERROR(vec(prefix + "attn_q_norm", l.q_norm, d.q_norm));
+      LATHE_RETURN_IF_ERROR(vec(prefix + "attn_k_norm", l.k_norm, d.k_norm));
     }
   }
   LATHE_CUDA_TRY(cudaStreamSynchronize(stream));

@@ -30,6 +30,7 @@
 // loaded before griddepcontrol.wait (the KV cache of earlier positions does not depend on the
 // previous kernel), so under programmatic dependent launch they overlap the QKV kernels.
 // Limits: head_dim 64 or 128; num_heads / num_kv_heads <= 16 (decode_attention_supports()).
+// The split policy and shape limits are host code (decode_attention_policy.cpp).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -44,6 +45,7 @@ namespace lathe::cuda {
 // The default split length: 4 warps x 2 stages x 16 positions.
 constexpr int kDecodeAttentionMinSplitTokens = 128;
 constexpr int kDecodeAttentionMaxSplits = 32;
+constexpr int kDecodeAttentionMaxGroup = 16;  // query heads per KV head
 // Split policy (measured on the H200, docs/gpu-notes.md run 10): splits only while the blocks
 // (sequence, KV head, split) stay within this many per multiprocessor, since the split merge costs
 // more than it gains once the GPU is full (batch 64 of 8 KV heads: one split 9715 tok/s, three
@@ -77,7 +79,8 @@ struct DecodeAttentionArgs {
   int32_t* counters = nullptr;  // [num_seqs * num_kv_heads], zero before and after each launch
   // Merge splits in thread-block clusters where possible (see above); false: always the workspace.
   bool cluster_merge = true;
-  DType dtype = DType::kBF16;
+  DType dtype = DType::kBF16;     // q and out
+  DType kv_dtype = DType::kBF16;  // k_cache and v_cache (kv_cache.h); must equal dtype today
 };
 
 bool decode_attention_supports(int64_t head_dim, int64_t num_heads, int64_t num_kv_heads);

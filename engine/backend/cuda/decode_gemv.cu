@@ -365,7 +365,7 @@ Status decode_gemv(const DecodeGemvArgs& a, cudaStream_t stream) {
         "decode_gemv: instantiated for plain -> store/residual add and norm -> "
         "store/SwiGLU/RoPE");
   if (a.output == GemvOutput::kRopeKv)
-    LATHE_RETURN_IF_ERROR(check_rope_kv("decode_gemv", a.n, a.rope));
+    LATHE_RETURN_IF_ERROR(check_rope_kv("decode_gemv", a.n, a.rope, a.dtype));
   if (a.output == GemvOutput::kResidualAdd ? a.residual_out == nullptr : a.y == nullptr)
     return invalid_argument("decode_gemv: no output buffer");
   if (a.output == GemvOutput::kStore && a.out_dtype != a.dtype && a.out_dtype != DType::kF32)

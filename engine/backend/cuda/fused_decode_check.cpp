@@ -9,8 +9,9 @@
 #include <vector>
 
 #include "engine/backend/cuda/add_rms_norm.h"
-#include "engine/backend/cuda/cuda_model_runner.h"
+#include "engine/backend/cuda/fused_decode_tuner.h"
 #include "engine/backend/cuda/paged_attention.h"
+#include "engine/backend/cuda/step_upload.h"
 #include "engine/core/half.h"
 #include "engine/core/log.h"
 #include "engine/core/strings.h"
@@ -107,33 +108,28 @@ FusedDecodeTestHooks fused_decode_test_hooks() {
   return hooks_storage();
 }
 
-Status CudaModelRunner::check_fused_decode() {
+Status FusedDecodeTuner::check() {
   int32_t max_m = 0;
-  for (const FusedDecodeChoice& ch : fused_report_)
+  for (const FusedDecodeChoice& ch : report_)
     if (ch.use) max_m = std::max(max_m, static_cast<int32_t>(ch.m));
   if (max_m == 0) return Status();
+  const ModelConfig& c = model_.config();
+  const int32_t max_model_len = model_.options().max_model_len;
   // The context's prefill fits the step budget; the checked tokens fit max-model-len.
   const int32_t context =
-      std::max(0, std::min({kFusedCheckContext, max_tokens_, max_model_len_ - max_m}));
-  const int32_t blocks = static_cast<int32_t>(ceil_div(context + max_m, block_size_));
-  // A scratch cache in place of the runner's (at load: the profiling block), put back afterwards:
-  // nothing the check writes is seen by a step that serves.
-  DeviceBuffer runner_kv = std::move(kv_);
-  const int32_t runner_blocks = num_blocks_;
-  const int64_t runner_layer_elems = kv_layer_elems_;
-  const Status st = run_fused_decode_checks(context, blocks);
-  const cudaError_t synced = cudaStreamSynchronize(stream_);
-  kv_ = std::move(runner_kv);
-  num_blocks_ = runner_blocks;
-  limits_.num_blocks = runner_blocks;
-  kv_layer_elems_ = runner_layer_elems;
+      std::max(0, std::min({kFusedCheckContext, limits_.max_tokens, max_model_len - max_m}));
+  const int32_t blocks = static_cast<int32_t>(ceil_div(context + max_m, limits_.block_size));
+  // A scratch cache of its own: nothing the check writes is seen by a step that serves.
+  const Status st = run_checks(context, blocks);
+  const cudaError_t synced = cudaStreamSynchronize(model_.stream());
+  kv_.reset();
   LATHE_RETURN_IF_ERROR(st);
   if (synced != cudaSuccess)
     return cuda_error(synced, "cudaStreamSynchronize (fused decode check)");
 
-  for (FusedDecodeChoice& ch : fused_report_) {
+  for (FusedDecodeChoice& ch : report_) {
     if (!ch.use) {
-      fused_[static_cast<size_t>(ch.m)] = ch;
+      choices_[static_cast<size_t>(ch.m)] = ch;
       continue;
     }
     const FusedDecodeCheck& k = ch.check;
@@ -146,31 +142,36 @@ Status CudaModelRunner::check_fused_decode() {
         "identical inputs (%d context positions; relative errors, tolerance %.0e: %s, the last "
         "for information only: bf16 rounding compounds over %lld layers)",
         static_cast<long long>(ch.m), ch.parts.name().c_str(), k.context, kFusedLayerTolerance,
-        figures.c_str(), static_cast<long long>(config_.num_layers));
+        figures.c_str(), static_cast<long long>(c.num_layers));
     if (k.passed()) {
       ch.note = (ch.steps.empty() ? std::string() : "step " + ch.steps + "; ") +
                 "checked per layer: " + figures;
       log_info("CUDA: checked " + what + ": agree");
     } else {
-      if (fused_forced_)
+      if (forced_)
         return internal_error("disagreement of " + what + ", and LATHE_CUDA_FUSED=1 forces it");
       log_warning("CUDA: disagreement of " + what + "; using the unfused path");
       ch.use = false;
       ch.note = "failed the per-layer check against the unfused path: " + figures;
     }
-    fused_[static_cast<size_t>(ch.m)] = ch;
+    choices_[static_cast<size_t>(ch.m)] = ch;
   }
   return Status();
 }
 
-Status CudaModelRunner::run_fused_decode_checks(int32_t context, int32_t blocks) {
-  const ModelConfig& c = config_;
-  const int64_t bytes = kv_block_bytes(block_size_) * blocks;
-  LATHE_RETURN_IF_ERROR(kv_.allocate(bytes, "fused decode check KV blocks"));
-  LATHE_CUDA_TRY(cudaMemsetAsync(kv_.get(), 0, static_cast<size_t>(bytes), stream_));
-  num_blocks_ = blocks;
+Status FusedDecodeTuner::run_checks(int32_t context, int32_t blocks) {
+  const ModelConfig& c = model_.config();
+  cudaStream_t stream = model_.stream();
+  LATHE_RETURN_IF_ERROR(kv_.allocate(model_.kv_layout(blocks, limits_.block_size),
+                                     "fused decode check KV blocks", stream));
   limits_.num_blocks = blocks;
-  kv_layer_elems_ = int64_t{blocks} * block_size_ * c.num_kv_heads * c.head_dim;
+  const int64_t bytes = kv_.layout().bytes();
+  // Step buffers for the context's prefill and the checked steps (no sampling rows).
+  const int64_t step_bytes_needed =
+      StepLayout::make(limits_.max_tokens, limits_.max_seqs).fixed_bytes +
+      4 * (int64_t{limits_.max_seqs} * blocks + blocks) + 64;
+  LATHE_RETURN_IF_ERROR(dev_.allocate(step_bytes_needed, "fused decode check step inputs"));
+  LATHE_RETURN_IF_ERROR(host_.allocate(step_bytes_needed, "fused decode check step inputs (host)"));
   if (context > 0) {
     // The context: one sequence of `context` tokens prefilled (unfused) writes K/V of every layer.
     ModelInput in;
@@ -185,27 +186,32 @@ Status CudaModelRunner::run_fused_decode_checks(int32_t context, int32_t blocks)
     for (int32_t b = 0; b < blocks; ++b) in.block_tables.push_back(b);
     in.max_seq_len = context;
     in.max_query_len = context;
-    LATHE_RETURN_IF_ERROR(run_forward(in));
+    const std::array<FusedDecodeChoice, kDecodeGemvMaxM + 1> none{};
+    const std::array<FusedDecodeChoice, kDecodeGemvMaxM + 1> saved = choices_;
+    model_.set_fused_choices(none);  // the context is prefilled unfused
+    const Status s = model_.run_eager(in, limits_, host_, dev_, &packed_, kv_, nullptr);
+    model_.set_fused_choices(saved);
+    LATHE_RETURN_IF_ERROR(s);
   }
   DeviceBuffer context_kv, rows;
   LATHE_RETURN_IF_ERROR(context_kv.allocate(bytes, "fused decode check KV copy"));
-  LATHE_CUDA_TRY(cudaMemcpyAsync(context_kv.get(), kv_.get(), static_cast<size_t>(bytes),
-                                 cudaMemcpyDeviceToDevice, stream_));
+  LATHE_CUDA_TRY(cudaMemcpyAsync(context_kv.get(), kv_.buffer().get(), static_cast<size_t>(bytes),
+                                 cudaMemcpyDeviceToDevice, stream));
   LATHE_RETURN_IF_ERROR(
       rows.allocate(int64_t{kDecodeGemvMaxM} * c.hidden_size * 4, "fused decode check rows"));
-  for (FusedDecodeChoice& ch : fused_report_) {
+  for (FusedDecodeChoice& ch : report_) {
     if (!ch.use) continue;
-    if (!fused_forced_ && !hooks_.assume_fused_faster) {
-      LATHE_RETURN_IF_ERROR(choose_fused_parts(&ch, context, blocks));
+    if (!forced_ && !hooks_.assume_fused_faster) {
+      LATHE_RETURN_IF_ERROR(choose_parts(&ch, context, blocks));
       if (!ch.use) continue;
     }
-    LATHE_ASSIGN_OR_RETURN(ch.check, check_fused_decode_at(ch, context, blocks, context_kv, rows));
+    LATHE_ASSIGN_OR_RETURN(ch.check, check_at(ch, context, blocks, context_kv, rows));
   }
   return Status();
 }
 
-Result<StepArrays> CudaModelRunner::pack_check_step(int32_t m, int32_t context, int32_t blocks) {
-  const ModelConfig& c = config_;
+Result<ForwardStep> FusedDecodeTuner::pack_check_step(int32_t m, int32_t context, int32_t blocks) {
+  const ModelConfig& c = model_.config();
   // m one-token sequences at positions context + s over the context's blocks; sequence s also
   // sees the tokens of the sequences before it (written in the same step, before attention).
   ModelInput in;
@@ -222,40 +228,43 @@ Result<StepArrays> CudaModelRunner::pack_check_step(int32_t m, int32_t context, 
   in.max_blocks_per_seq = blocks;
   in.max_seq_len = context + m;
   in.max_query_len = 1;
-  LATHE_RETURN_IF_ERROR(check_step(in, limits_));
-  LATHE_RETURN_IF_ERROR(pack_step(in, limits_, 0, true, step_host_.as<uint8_t>(),
-                                  step_host_.bytes(), step_dev_.bytes(), &packed_));
-  LATHE_CUDA_TRY(cudaMemcpyAsync(step_dev_.get(), step_host_.get(),
-                                 static_cast<size_t>(packed_.bytes), cudaMemcpyHostToDevice,
-                                 stream_));
-  return StepArrays::at(step_dev_.get(), packed_.layout);
+  LATHE_RETURN_IF_ERROR(upload_step(in, limits_, 0, true, host_, dev_, &packed_, model_.stream()));
+  ForwardStep step;
+  step.d = StepArrays::at(dev_.get(), packed_.layout);
+  step.num_tokens = m;
+  step.num_seqs = m;
+  step.num_lm_rows = m;
+  step.path = AttnPath::kDecode;
+  step.splits = model_.splits_for(AttnPath::kDecode, m);
+  return step;
 }
 
-Result<FusedDecodeCheck> CudaModelRunner::check_fused_decode_at(const FusedDecodeChoice& ch,
-                                                                int32_t context, int32_t blocks,
-                                                                const DeviceBuffer& context_kv,
-                                                                const DeviceBuffer& rows) {
-  const ModelConfig& c = config_;
-  const DType dt = options_.dtype;
+Result<FusedDecodeCheck> FusedDecodeTuner::check_at(const FusedDecodeChoice& ch, int32_t context,
+                                                    int32_t blocks, const DeviceBuffer& context_kv,
+                                                    const DeviceBuffer& rows) {
+  const ModelConfig& c = model_.config();
+  const DType dt = model_.options().dtype;
+  const Activations& act = model_.activations();
+  cudaStream_t stream = model_.stream();
   const int32_t m = static_cast<int32_t>(ch.m);
-  const int64_t h = c.hidden_size, kv_row = c.num_kv_heads * c.head_dim, e = 2;
+  const int64_t h = c.hidden_size, kv_row = c.num_kv_heads * c.head_dim;
+  const int64_t e = kv_.layout().elem_bytes();
   const size_t n_res = static_cast<size_t>(m * h), n_kv = static_cast<size_t>(m * kv_row);
   const size_t n_logits = static_cast<size_t>(m * c.vocab_size);
-  LATHE_ASSIGN_OR_RETURN(const StepArrays d, pack_check_step(m, context, blocks));
-  const int32_t splits = paged_attention_splits_for(m, c.num_kv_heads, props_.sm_count);
+  LATHE_ASSIGN_OR_RETURN(const ForwardStep step, pack_check_step(m, context, blocks));
   auto restore_kv = [&]() -> Status {
-    LATHE_CUDA_TRY(cudaMemcpyAsync(kv_.get(), context_kv.get(),
+    LATHE_CUDA_TRY(cudaMemcpyAsync(kv_.buffer().get(), context_kv.get(),
                                    static_cast<size_t>(context_kv.bytes()),
-                                   cudaMemcpyDeviceToDevice, stream_));
+                                   cudaMemcpyDeviceToDevice, stream));
     return Status();
   };
   auto set_residual = [&]() -> Status {  // the rows every run of this layer starts from
-    LATHE_CUDA_TRY(
-        cudaMemcpyAsync(residual_.get(), rows.get(), n_res * 4, cudaMemcpyDeviceToDevice, stream_));
+    LATHE_CUDA_TRY(cudaMemcpyAsync(act.residual.get(), rows.get(), n_res * 4,
+                                   cudaMemcpyDeviceToDevice, stream));
     return Status();
   };
   auto download = [&](void* dst, const void* src, size_t bytes) -> Status {
-    LATHE_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+    LATHE_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream));
     return Status();
   };
 
@@ -264,28 +273,29 @@ Result<FusedDecodeCheck> CudaModelRunner::check_fused_decode_at(const FusedDecod
   r.context = context;
   std::vector<float> input(n_res), out_f(n_res), out_u(n_res);
   std::vector<uint16_t> k_f(n_kv), v_f(n_kv), k_u(n_kv), v_u(n_kv);
-  LATHE_RETURN_IF_ERROR(embed(d, m));
+  LATHE_RETURN_IF_ERROR(model_.embed(step, nullptr));
   LATHE_CUDA_TRY(
-      cudaMemcpyAsync(rows.get(), residual_.get(), n_res * 4, cudaMemcpyDeviceToDevice, stream_));
+      cudaMemcpyAsync(rows.get(), act.residual.get(), n_res * 4, cudaMemcpyDeviceToDevice, stream));
   LATHE_RETURN_IF_ERROR(download(input.data(), rows.get(), n_res * 4));
   for (int64_t li = 0; li < c.num_layers; ++li) {
-    const DeviceLayer& L = weights_.layers[static_cast<size_t>(li)];
-    const uint8_t* k_rows = kv_.as<uint8_t>() + (2 * li * kv_layer_elems_ + context * kv_row) * e;
-    const uint8_t* v_rows = k_rows + kv_layer_elems_ * e;
+    const DeviceLayer& L = model_.weights().layers[static_cast<size_t>(li)];
+    const KvLayerView view = kv_.layer(li);
+    const uint8_t* k_rows = static_cast<const uint8_t*>(view.k) + context * kv_row * e;
+    const uint8_t* v_rows = static_cast<const uint8_t*>(view.v) + context * kv_row * e;
     for (const bool fused : {true, false}) {
       LATHE_RETURN_IF_ERROR(restore_kv());
       LATHE_RETURN_IF_ERROR(set_residual());
-      LATHE_RETURN_IF_ERROR(
-          layer(d, li, m, m, AttnPath::kDecode, splits, fused ? &ch : nullptr, false));
+      LATHE_RETURN_IF_ERROR(model_.layer(step, kv_, li, fused ? &ch : nullptr, false, nullptr));
       if (!fused || !ch.parts.down) {
         // An unfused down projection is left pending: add it as the next norm does.
-        LATHE_RETURN_IF_ERROR(add_rms_norm(norm_args(L.ffn_norm, true, m), stream_));
+        LATHE_RETURN_IF_ERROR(add_rms_norm(model_.norm_args(L.ffn_norm, true, m), stream));
       }
-      LATHE_RETURN_IF_ERROR(download((fused ? out_f : out_u).data(), residual_.get(), n_res * 4));
+      LATHE_RETURN_IF_ERROR(
+          download((fused ? out_f : out_u).data(), act.residual.get(), n_res * 4));
       LATHE_RETURN_IF_ERROR(download((fused ? k_f : k_u).data(), k_rows, n_kv * 2));
       LATHE_RETURN_IF_ERROR(download((fused ? v_f : v_u).data(), v_rows, n_kv * 2));
     }
-    LATHE_CUDA_TRY(cudaStreamSynchronize(stream_));
+    LATHE_CUDA_TRY(cudaStreamSynchronize(stream));
     const double layer_err = fused_update_error(out_f.data(), out_u.data(), input.data(), n_res);
     const std::vector<float> kf = widen(dt, k_f), ku = widen(dt, k_u);
     const std::vector<float> vf = widen(dt, v_f), vu = widen(dt, v_u);
@@ -295,9 +305,9 @@ Result<FusedDecodeCheck> CudaModelRunner::check_fused_decode_at(const FusedDecod
       r.layer_err = layer_err, r.layer = static_cast<int32_t>(li);
     if (r.kv_layer < 0 || kv_err > r.kv_err)
       r.kv_err = kv_err, r.kv_layer = static_cast<int32_t>(li);
-    // The next layer starts from the unfused output (residual_ holds it).
-    LATHE_CUDA_TRY(
-        cudaMemcpyAsync(rows.get(), residual_.get(), n_res * 4, cudaMemcpyDeviceToDevice, stream_));
+    // The next layer starts from the unfused output (the residual stream holds it).
+    LATHE_CUDA_TRY(cudaMemcpyAsync(rows.get(), act.residual.get(), n_res * 4,
+                                   cudaMemcpyDeviceToDevice, stream));
     input.swap(out_u);
   }
 
@@ -306,22 +316,21 @@ Result<FusedDecodeCheck> CudaModelRunner::check_fused_decode_at(const FusedDecod
     // The final norm and the LM head from the last layer's (unfused) output.
     for (const bool fused : {true, false}) {
       LATHE_RETURN_IF_ERROR(set_residual());
-      LATHE_RETURN_IF_ERROR(final_logits(d, m, fused ? &ch : nullptr, false));
+      LATHE_RETURN_IF_ERROR(model_.final_logits(step, fused ? &ch : nullptr, false, nullptr));
       LATHE_RETURN_IF_ERROR(
-          download((fused ? logits_f : logits_u).data(), logits_.get(), n_logits * 4));
+          download((fused ? logits_f : logits_u).data(), act.logits.get(), n_logits * 4));
     }
-    LATHE_CUDA_TRY(cudaStreamSynchronize(stream_));
+    LATHE_CUDA_TRY(cudaStreamSynchronize(stream));
     r.lm_head_err = fused_relative_error(logits_f.data(), logits_u.data(), n_logits);
   }
   // A whole decode step both ways, for information.
   for (const bool fused : {true, false}) {
     LATHE_RETURN_IF_ERROR(restore_kv());
+    LATHE_RETURN_IF_ERROR(model_.forward_with(step, kv_, fused ? &ch : nullptr, nullptr));
     LATHE_RETURN_IF_ERROR(
-        forward_with(d, m, m, m, AttnPath::kDecode, splits, fused ? &ch : nullptr));
-    LATHE_RETURN_IF_ERROR(
-        download((fused ? logits_f : logits_u).data(), logits_.get(), n_logits * 4));
+        download((fused ? logits_f : logits_u).data(), act.logits.get(), n_logits * 4));
   }
-  LATHE_CUDA_TRY(cudaStreamSynchronize(stream_));
+  LATHE_CUDA_TRY(cudaStreamSynchronize(stream));
   r.step_err = fused_relative_error(logits_f.data(), logits_u.data(), n_logits);
   return r;
 }

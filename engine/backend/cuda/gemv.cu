@@ -215,7 +215,7 @@ Status gemv(DType dtype, DType out_dtype, const void* x, const void* w, void* y,
                               std::to_string(kGemvEpilogueMaxM) + " and a 16-bit output");
     if (output == GemvOutput::kSwiglu && n % 2 != 0)
       return invalid_argument("gemv: the SwiGLU epilogue needs an even n (gate, then up rows)");
-    if (output == GemvOutput::kRopeKv) LATHE_RETURN_IF_ERROR(check_rope_kv("gemv", n, rope));
+    if (output == GemvOutput::kRopeKv) LATHE_RETURN_IF_ERROR(check_rope_kv("gemv", n, rope, dtype));
   }
   if (n <= 0) return Status();
   const PairOut out = pair_out(output, y, n, rope);

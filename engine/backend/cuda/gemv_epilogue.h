@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/core/dtype.h"
 #include "engine/core/status.h"
 #include "engine/model/model_config.h"
 
@@ -35,13 +36,19 @@ struct GemvRopeKv {
   const float* q_bias = nullptr;  // [num_heads * head_dim] or null
   const float* k_bias = nullptr;  // [num_kv_heads * head_dim] or null
   const float* v_bias = nullptr;  // [num_kv_heads * head_dim] or null
-  void* k_cache = nullptr;        // [num_blocks, block_size, num_kv_heads, head_dim] of dtype
+  void* k_cache = nullptr;        // [num_blocks, block_size, num_kv_heads, head_dim] of kv_dtype
   void* v_cache = nullptr;
   const int64_t* slot_mapping = nullptr;  // [m]
+  DType kv_dtype = DType::kBF16;          // the cache's (kv_cache.h); must be the product's dtype
 };
 
-// kRopeKv's argument check for a product of n rows; `who` names the caller in the message.
-inline Status check_rope_kv(const std::string& who, int64_t n, const GemvRopeKv& r) {
+// kRopeKv's argument check for a product of n rows of `dtype`; `who` names the caller in the
+// message.
+inline Status check_rope_kv(const std::string& who, int64_t n, const GemvRopeKv& r, DType dtype) {
+  if (r.kv_dtype != dtype)
+    return unsupported(who + ": the RoPE/KV epilogue writes a KV cache of the product's type (" +
+                       std::string(dtype_name(dtype)) + "), not " +
+                       std::string(dtype_name(r.kv_dtype)));
   if (r.head_dim <= 0 || r.head_dim % 2 != 0 || r.num_heads <= 0 || r.num_kv_heads <= 0 ||
       n != static_cast<int64_t>(r.num_heads + 2 * r.num_kv_heads) * r.head_dim ||
       r.positions == nullptr || r.inv_freq == nullptr || r.slot_mapping == nullptr ||

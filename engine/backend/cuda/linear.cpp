@@ -7,26 +7,47 @@
 
 namespace lathe::cuda {
 
-bool LinearDispatcher::use_gemv(const LinearWeight& w, DType out_dtype, int64_t m) const {
-  if (m > kGemvMaxM || w.k % 8 != 0) return false;
+Status LinearDispatcher::check_format(const DeviceLinear& w) const {
+  if (w.format == WeightFormat::kDense && w.dtype == dtype_) return Status();
+  return unsupported(w.name + ": no CUDA kernel for " + std::string(weight_format_name(w.format)) +
+                     " " + std::string(dtype_name(w.dtype)) + " weights with " +
+                     std::string(dtype_name(dtype_)) + " activations");
+}
+
+bool LinearDispatcher::use_gemv(const DeviceLinear& w, DType out_dtype, int64_t m) const {
+  if (w.format != WeightFormat::kDense || m > kGemvMaxM || w.k % 8 != 0) return false;
   auto it = table_.find(Key{w.n, w.k, static_cast<int>(out_dtype)});
   if (it == table_.end()) return m <= 2;
   return it->second[static_cast<size_t>(m)];
 }
 
-Status LinearDispatcher::run(const LinearWeight& w, DType out_dtype, const void* x, void* y,
-                             int64_t m, cudaStream_t stream) const {
+bool LinearDispatcher::takes_epilogue(const DeviceLinear& w, int64_t m, GemvOutput output) const {
+  if (output == GemvOutput::kStore) return true;
+  return gemv_epilogues_ && output != GemvOutput::kResidualAdd && m <= kGemvEpilogueMaxM &&
+         use_gemv(w, dtype_, m);
+}
+
+Status LinearDispatcher::run(const DeviceLinear& w, DType out_dtype, const void* x, void* y,
+                             int64_t m, cudaStream_t stream, GemvOutput output,
+                             const GemvRopeKv& rope) const {
   if (m <= 0) return Status();
+  LATHE_RETURN_IF_ERROR(check_format(w));
+  if (output != GemvOutput::kStore) {
+    if (!takes_epilogue(w, m, output))
+      return internal_error(w.name + ": the epilogue was asked of a kernel that cannot apply it");
+    return gemv(dtype_, out_dtype, x, w.w, y, m, w.n, w.k, stream, output, rope);
+  }
   if (use_gemv(w, out_dtype, m)) return gemv(dtype_, out_dtype, x, w.w, y, m, w.n, w.k, stream);
   return gemm_->matmul(dtype_, out_dtype, x, w.w, y, m, w.n, w.k, stream);
 }
 
-Status LinearDispatcher::autotune(const std::vector<std::pair<LinearWeight, DType>>& shapes,
+Status LinearDispatcher::autotune(const std::vector<std::pair<DeviceLinear, DType>>& shapes,
                                   void* x_scratch, void* y_scratch, cudaStream_t stream) {
   int64_t max_k = 0;
   for (const auto& [w, out] : shapes) max_k = std::max(max_k, w.k);
   LATHE_RETURN_IF_ERROR(constant_fill(dtype_, x_scratch, kGemvMaxM * max_k, 0.01f, stream));
   for (const auto& [w, out] : shapes) {
+    if (w.format != WeightFormat::kDense) continue;  // one kernel per M for other formats
     const Key key{w.n, w.k, static_cast<int>(out)};
     if (table_.count(key) != 0) continue;
     std::array<bool, kGemvMaxM + 1> row{};

@@ -1,7 +1,16 @@
-// Linear layers on the GPU: y[M, N] = x[M, K] · w[N, K]ᵀ, choosing per shape between the bandwidth-
-// bound gemv kernel (small M) and cuBLASLt. The choice for M <= kGemvMaxM is measured once at load
-// (autotune(): both paths timed with CUDA events on the real weights) and kept in a table; larger M
-// always goes to cuBLASLt. Before autotune, gemv serves M <= 2.
+// Linear layers on the GPU: y[M, N] = x[M, K] · w[N, K]ᵀ, dispatched on the weight's format and the
+// batch size M (format × batch bucket → kernel):
+//   kDense (the activation dtype): the bandwidth-bound gemv kernel (M <= kGemvMaxM) or cuBLASLt.
+//   The
+//     choice for M <= kGemvMaxM is measured once at load (autotune(): both timed with CUDA events
+//     on the real weights) and kept in a table; larger M always goes to cuBLASLt. Before autotune,
+//     gemv serves M <= 2.
+//   other formats: no kernel yet (weights are uploaded dense, cuda_weights.h); run() refuses them
+//     with an error naming the format.
+// Epilogues are a policy of the call (gemv_epilogue.h): a caller that wants SwiGLU or RoPE/KV done
+// on the product asks takes_epilogue(); when the kernel chosen for (format, M) can apply it, run()
+// with that epilogue does the whole thing in one kernel, else the caller stores and runs the
+// epilogue's own kernel.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -13,19 +22,13 @@
 #include <tuple>
 #include <vector>
 
+#include "engine/backend/cuda/cuda_weights.h"
 #include "engine/backend/cuda/gemm.h"
 #include "engine/backend/cuda/gemv.h"
 #include "engine/core/dtype.h"
 #include "engine/core/status.h"
 
 namespace lathe::cuda {
-
-struct LinearWeight {
-  const void* w = nullptr;  // [n, k] of the runner's dtype, on the device
-  int64_t n = 0;
-  int64_t k = 0;
-  std::string name;  // for reports ("qkv", "lm_head")
-};
 
 // One autotuned (shape, M): both timings, in microseconds.
 struct LinearTiming {
@@ -49,24 +52,34 @@ inline bool gemv_wins(int64_t m, double gemv_us, double cublas_us) {
 
 class LinearDispatcher {
  public:
-  LinearDispatcher(Gemm* gemm, DType dtype) : gemm_(gemm), dtype_(dtype) {}
+  // dtype: the activations'. gemv_epilogues: whether gemv may take the SwiGLU and RoPE/KV epilogues
+  // (CudaSwitches::gemv_epilogues).
+  LinearDispatcher(Gemm* gemm, DType dtype, bool gemv_epilogues)
+      : gemm_(gemm), dtype_(dtype), gemv_epilogues_(gemv_epilogues) {}
 
-  Status run(const LinearWeight& w, DType out_dtype, const void* x, void* y, int64_t m,
-             cudaStream_t stream) const;
+  // y = x · wᵀ (out_dtype: the activation dtype or f32), then `output` on the product when it is
+  // not kStore (only where takes_epilogue() said yes).
+  Status run(const DeviceLinear& w, DType out_dtype, const void* x, void* y, int64_t m,
+             cudaStream_t stream, GemvOutput output = GemvOutput::kStore,
+             const GemvRopeKv& rope = {}) const;
+  // Whether run() can apply `output` (kSwiglu, kRopeKv) to this product in one kernel.
+  bool takes_epilogue(const DeviceLinear& w, int64_t m, GemvOutput output) const;
 
   // x_scratch: kGemvMaxM * max k elements; y_scratch: kGemvMaxM * max n floats. Contents are
   // overwritten (x is filled with a constant, never zeros).
-  Status autotune(const std::vector<std::pair<LinearWeight, DType>>& shapes, void* x_scratch,
+  Status autotune(const std::vector<std::pair<DeviceLinear, DType>>& shapes, void* x_scratch,
                   void* y_scratch, cudaStream_t stream);
   const std::vector<LinearTiming>& timings() const { return timings_; }
-  // Whether run() serves this product with gemv (whose epilogues the caller may then use).
-  bool use_gemv(const LinearWeight& w, DType out_dtype, int64_t m) const;
+  // Whether run() serves this product with gemv.
+  bool use_gemv(const DeviceLinear& w, DType out_dtype, int64_t m) const;
 
  private:
   using Key = std::tuple<int64_t, int64_t, int>;
+  Status check_format(const DeviceLinear& w) const;
 
   Gemm* gemm_;
   DType dtype_;
+  bool gemv_epilogues_;
   std::map<Key, std::array<bool, kGemvMaxM + 1>> table_;
   std::vector<LinearTiming> timings_;
 };

@@ -5,6 +5,7 @@
 
 #include "engine/backend/cuda/cuda_common.h"
 #include "engine/backend/cuda/kernel_utils.cuh"
+#include "engine/backend/cuda/kv_cache.h"
 #include "engine/backend/cuda/paged_attention.h"
 
 namespace lathe::cuda {
@@ -333,6 +334,7 @@ int32_t paged_attention_splits_for(int64_t num_tokens, int64_t num_kv_heads, int
 
 Status paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
   if (!is_act_dtype(a.dtype)) return invalid_argument("paged_attention: dtype must be bf16 or f16");
+  LATHE_RETURN_IF_ERROR(check_kv_dtype("paged_attention", a.dtype, a.kv_dtype));
   int log2d = 0;
   while ((1 << log2d) < a.head_dim) ++log2d;
   if (a.head_dim < 16 || a.head_dim > kMaxHeadDim || (1 << log2d) != a.head_dim)

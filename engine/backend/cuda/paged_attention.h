@@ -55,9 +55,10 @@ struct PagedAttentionArgs {
   int32_t block_size = 16;
   float scale = 1.0f;
   int32_t sliding_window = 0;
-  int32_t max_splits = 1;      // 1..kAttentionMaxSplits
-  float* workspace = nullptr;  // paged_attention_workspace_bytes(); needed when max_splits > 1
-  DType dtype = DType::kBF16;
+  int32_t max_splits = 1;         // 1..kAttentionMaxSplits
+  float* workspace = nullptr;     // paged_attention_workspace_bytes(); needed when max_splits > 1
+  DType dtype = DType::kBF16;     // q and out
+  DType kv_dtype = DType::kBF16;  // k_cache and v_cache (kv_cache.h); must equal dtype today
 };
 
 // Bytes of workspace for num_tokens queries with max_splits > 1 (0 otherwise).

@@ -1,5 +1,6 @@
 #include "engine/backend/cuda/cuda_common.h"
 #include "engine/backend/cuda/kernel_utils.cuh"
+#include "engine/backend/cuda/kv_cache.h"
 #include "engine/backend/cuda/qkv_rope_kv.h"
 
 namespace lathe::cuda {
@@ -105,6 +106,8 @@ __global__ void __launch_bounds__(kWarps * 32) qkv_rope_kv_kernel(QkvRopeKvArgs 
 
 Status qkv_rope_kv(const QkvRopeKvArgs& a, cudaStream_t stream) {
   if (!is_act_dtype(a.dtype)) return invalid_argument("qkv_rope_kv: dtype must be bf16 or f16");
+  if (a.k_cache != nullptr)
+    LATHE_RETURN_IF_ERROR(check_kv_dtype("qkv_rope_kv", a.dtype, a.kv_dtype));
   if (a.head_dim <= 0 || a.head_dim > kMaxHeadDim || a.head_dim % 2 != 0)
     return unsupported("qkv_rope_kv: head_dim must be even and at most 256");
   if (a.num_tokens <= 0) return Status();

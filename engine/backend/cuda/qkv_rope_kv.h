@@ -45,7 +45,8 @@ struct QkvRopeKvArgs {
   void* k_cache = nullptr;  // null: no cache write
   void* v_cache = nullptr;
   const int64_t* slot_mapping = nullptr;
-  DType dtype = DType::kBF16;
+  DType dtype = DType::kBF16;     // qkv
+  DType kv_dtype = DType::kBF16;  // k_cache and v_cache (kv_cache.h); must equal dtype today
 };
 
 Status qkv_rope_kv(const QkvRopeKvArgs& args, cudaStream_t stream);

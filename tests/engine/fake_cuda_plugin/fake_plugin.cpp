@@ -31,6 +31,10 @@ lathe::Result<std::unique_ptr<lathe::ModelRunner>> create(const lathe::LoadedMod
   return lathe::unsupported("fake plugin: no runner");
 }
 
+lathe::CudaSwitches switches(std::vector<std::string>*) {
+  return {};
+}
+
 const lathe::CudaPluginApi kApi = {
     .abi_version = FAKE_ABI_VERSION,
     .struct_size = sizeof(lathe::CudaPluginApi),
@@ -39,6 +43,7 @@ const lathe::CudaPluginApi kApi = {
     .device_description = &description,
     .device_properties = &properties,
     .create_model_runner = &create,
+    .switches_from_environment = &switches,
 };
 
 }  // namespace

@@ -251,6 +251,10 @@ int main(int argc, char** argv) {
   auto model = load_model(o.model, lo);
   check(model.status());
   const ModelConfig& c = model.value().config;
+  // The A/B switches of the GPU run scripts (LATHE_CUDA_*), as the command line reads them.
+  std::vector<std::string> warnings;
+  o.runner.switches = cuda_switches_from_environment(&warnings);
+  for (const std::string& w : warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   const auto t_load = Clock::now();
   auto created = CudaModelRunner::create(model.value(), o.runner);
   check(created.status());

@@ -1,34 +1,29 @@
-// CudaModelRunner's lookahead (cuda_model_runner.h): the predicted next decode step launched behind
-// the current one, and the check of the next input against it.
+// StepExecutor's lookahead (step_executor.h): the predicted next decode step launched behind the
+// current one, and the check of the next input against it.
 #include <chrono>
 #include <utility>
 
-#include "engine/backend/cuda/cuda_model_runner.h"
+#include "engine/backend/cuda/step_executor.h"
+#include "engine/backend/cuda/step_upload.h"
 #include "engine/runtime/next_decode_input.h"
 
 namespace lathe::cuda {
 
-Status CudaModelRunner::launch_ahead(const ModelInput& in) {
-  if (lookahead_max_seqs_ <= 0 || !in.next_step_continues || profiling_ || !times_.graph ||
-      in.num_seqs() > lookahead_max_seqs_)
+Status StepExecutor::launch_ahead(const ModelInput& in) {
+  if (options_.lookahead_max_seqs <= 0 || !in.next_step_continues || profiling_ ||
+      !times_.graph || in.num_seqs() > options_.lookahead_max_seqs)
     return Status();
-  std::optional<ModelInput> next = predict_next_decode(in, block_size_);
+  std::optional<ModelInput> next = predict_next_decode(in, limits_.block_size);
   if (!next) return Status();
-  const int32_t bucket = bucket_for(next->num_seqs());
-  const auto graph = graphs_.find(bucket);
+  const int32_t bucket = bucket_for(next->num_seqs(), 1);
+  const auto graph = graphs_.find(GraphKey{bucket, 1});
   if (bucket <= 0 || graph == graphs_.end() || !check_step(*next, limits_).is_ok()) return Status();
   // ahead_step_host_ has no copy in flight: the last one from it was this step's predecessor's
   // (taken, and waited for in the previous execute()) or a dropped prediction's (waited for).
-  const int64_t need = step_bytes(*next, limits_, bucket);
-  if (need > ahead_step_host_.bytes())
-    LATHE_RETURN_IF_ERROR(ahead_step_host_.allocate(need, "step inputs (host)"));
-  LATHE_RETURN_IF_ERROR(pack_step(*next, limits_, bucket, true, ahead_step_host_.as<uint8_t>(),
-                                  ahead_step_host_.bytes(), step_dev_.bytes(), &ahead_.packed));
   // Stream order: this step's graph, sampler and copies to the host are done with step_dev_ and
   // sampled_ before the predicted step's inputs overwrite them.
-  LATHE_CUDA_TRY(cudaMemcpyAsync(step_dev_.get(), ahead_step_host_.get(),
-                                 static_cast<size_t>(ahead_.packed.bytes), cudaMemcpyHostToDevice,
-                                 stream_));
+  LATHE_RETURN_IF_ERROR(upload_step(*next, limits_, bucket, true, ahead_step_host_, step_dev_,
+                                    &ahead_.packed, stream_));
   // Token i of the predicted step is the token sampled for row i of this one (sample_seqs are
   // 0..S-1 in both).
   uint8_t* ids = step_dev_.as<uint8_t>() + ahead_.packed.layout.token_ids;
@@ -43,7 +38,7 @@ Status CudaModelRunner::launch_ahead(const ModelInput& in) {
   return Status();
 }
 
-Result<bool> CudaModelRunner::take_ahead(const ModelInput& in) {
+Result<bool> StepExecutor::take_ahead(const ModelInput& in) {
   if (!ahead_.pending) return false;
   const auto t0 = std::chrono::steady_clock::now();
   if (!same_step(in, ahead_.expected)) {
@@ -66,7 +61,7 @@ Result<bool> CudaModelRunner::take_ahead(const ModelInput& in) {
   return true;
 }
 
-Status CudaModelRunner::drop_ahead() {
+Status StepExecutor::drop_ahead() {
   if (!ahead_.pending) return Status();
   ahead_.pending = false;
   ++lookahead_misses_;

@@ -1,0 +1,99 @@
+#include "engine/backend/cuda/cuda_switches.h"
+
+#include <cstdlib>
+#include <string_view>
+
+#include "engine/core/strings.h"
+
+namespace lathe {
+namespace {
+
+// An integer in [lo, hi] written as plain digits, else nullopt-like -1 with a warning.
+bool parse_int(const char* name, const char* text, int lo, int hi, const char* range, int* out,
+               std::vector<std::string>* warnings) {
+  const std::string_view s(text);
+  if (!s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos && s.size() <= 6) {
+    const int v = std::atoi(text);
+    if (v >= lo && v <= hi) {
+      *out = v;
+      return true;
+    }
+  }
+  if (warnings != nullptr) warnings->push_back(strformat("%s=%s ignored (%s)", name, text, range));
+  return false;
+}
+
+}  // namespace
+
+std::string CudaSwitches::describe() const {
+  const CudaSwitches d;
+  std::string s;
+  auto add = [&](bool differs, const std::string& what) {
+    if (!differs) return;
+    if (!s.empty()) s += ' ';
+    s += what;
+  };
+  add(own_prefill_attention != d.own_prefill_attention, "attention=own");
+  add(decode_attention != d.decode_attention, "decode_attention=split");
+  add(decode_split_tokens != d.decode_split_tokens,
+      strformat("decode_split_tokens=%d", decode_split_tokens));
+  add(decode_split_blocks_per_sm != d.decode_split_blocks_per_sm,
+      strformat("decode_split_blocks_per_sm=%d", decode_split_blocks_per_sm));
+  add(decode_cluster != d.decode_cluster, strformat("decode_cluster=%d", decode_cluster));
+  add(lookahead_max_seqs != d.lookahead_max_seqs, strformat("lookahead=%d", lookahead_max_seqs));
+  add(fused != d.fused, fused == FusedDecodeMode::kOff ? "fused=0" : "fused=1");
+  add(fused_rope != d.fused_rope, "fused_rope=0");
+  add(gemv_epilogues != d.gemv_epilogues, "gemv_epilogues=0");
+  add(pdl != d.pdl, "pdl=0");
+  return s.empty() ? std::string("defaults") : s;
+}
+
+CudaSwitches cuda_switches_from_environment(std::vector<std::string>* warnings) {
+  CudaSwitches s;
+  auto env = [](const char* name) -> const char* {
+    const char* v = std::getenv(name);
+    return v != nullptr && *v != '\0' ? v : nullptr;
+  };
+  auto is = [](const char* v, const char* what) { return std::string_view(v) == what; };
+  if (const char* v = env("LATHE_CUDA_ATTENTION")) s.own_prefill_attention = is(v, "own");
+  if (const char* v = env("LATHE_CUDA_DECODE_ATTENTION")) s.decode_attention = !is(v, "split");
+  if (const char* v = env("LATHE_CUDA_DECODE_SPLIT_TOKENS")) {
+    int t = 0;
+    if (parse_int("LATHE_CUDA_DECODE_SPLIT_TOKENS", v, 16, 1 << 20, "a multiple of 16", &t,
+                  warnings)) {
+      if (t % 16 == 0) {
+        s.decode_split_tokens = t;
+      } else if (warnings != nullptr) {
+        warnings->push_back(
+            strformat("LATHE_CUDA_DECODE_SPLIT_TOKENS=%s ignored (a multiple of 16)", v));
+      }
+    }
+  }
+  if (const char* v = env("LATHE_CUDA_DECODE_SPLIT_BLOCKS_PER_SM"))
+    parse_int("LATHE_CUDA_DECODE_SPLIT_BLOCKS_PER_SM", v, 1, 64, "1 to 64 blocks",
+              &s.decode_split_blocks_per_sm, warnings);
+  if (const char* v = env("LATHE_CUDA_DECODE_CLUSTER")) {
+    int c = -1;
+    if (parse_int("LATHE_CUDA_DECODE_CLUSTER", v, 0, 16, "0, or 2 to 16 blocks", &c, warnings)) {
+      if (c == 1) {
+        if (warnings != nullptr)
+          warnings->push_back("LATHE_CUDA_DECODE_CLUSTER=1 ignored (0, or 2 to 16 blocks)");
+      } else {
+        s.decode_cluster = c;
+      }
+    }
+  }
+  if (const char* v = env("LATHE_CUDA_LOOKAHEAD"))
+    parse_int("LATHE_CUDA_LOOKAHEAD", v, 0, 256, "0 to 256 sequences", &s.lookahead_max_seqs,
+              warnings);
+  if (const char* v = env("LATHE_CUDA_FUSED")) {
+    if (is(v, "0")) s.fused = FusedDecodeMode::kOff;
+    if (is(v, "1")) s.fused = FusedDecodeMode::kForce;
+  }
+  if (const char* v = env("LATHE_CUDA_FUSED_ROPE")) s.fused_rope = !is(v, "0");
+  if (const char* v = env("LATHE_CUDA_GEMV_EPILOGUES")) s.gemv_epilogues = !is(v, "0");
+  if (const char* v = env("LATHE_CUDA_PDL")) s.pdl = !is(v, "0");
+  return s;
+}
+
+}  // namespace lathe

@@ -1,0 +1,41 @@
+// The CUDA backend's A/B switches and escape hatches as plain options (docs/gpu-notes.md says which
+// experiment each one served). Plain C++ (no CUDA headers): CudaRunnerOptions carries them, so that
+// tests and tools set them directly; cuda_switches_from_environment() is the one place that reads
+// the LATHE_CUDA_* environment variables, for the command line and the GPU run scripts.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lathe {
+
+enum class FusedDecodeMode : uint8_t {
+  kAuto,   // time the fused batch-1..4 path at load, use it where it is faster and checked
+  kOff,    // LATHE_CUDA_FUSED=0: never
+  kForce,  // LATHE_CUDA_FUSED=1: wherever it fits, untimed (still checked; a failed check is an
+           // error)
+};
+
+struct CudaSwitches {
+  bool own_prefill_attention = false;  // LATHE_CUDA_ATTENTION=own: no FlashInfer for prefill
+  bool decode_attention = true;        // LATHE_CUDA_DECODE_ATTENTION=split: the split-KV kernel
+  int32_t decode_split_tokens = 0;     // LATHE_CUDA_DECODE_SPLIT_TOKENS (16..; 0: the policy's)
+  int32_t decode_split_blocks_per_sm =
+      0;                            // LATHE_CUDA_DECODE_SPLIT_BLOCKS_PER_SM (0: the policy's)
+  int32_t decode_cluster = -1;      // LATHE_CUDA_DECODE_CLUSTER: 0 off, 2..16 cap; -1 the device's
+  int32_t lookahead_max_seqs = -1;  // LATHE_CUDA_LOOKAHEAD (0..256); -1: the runner option's
+  FusedDecodeMode fused = FusedDecodeMode::kAuto;  // LATHE_CUDA_FUSED
+  bool fused_rope = true;      // LATHE_CUDA_FUSED_ROPE=0: RoPE/KV never in the fused QKV epilogue
+  bool gemv_epilogues = true;  // LATHE_CUDA_GEMV_EPILOGUES=0: separate SwiGLU and RoPE/KV kernels
+  bool pdl = true;             // LATHE_CUDA_PDL=0: no programmatic dependent launch
+
+  // "fused=0 lookahead=0" for the switches that differ from the defaults; "defaults" when none.
+  std::string describe() const;
+};
+
+// The switches set in the environment (over the defaults). Values out of range are ignored with a
+// line in `warnings` each ("LATHE_CUDA_LOOKAHEAD=x ignored (0 to 256 sequences)").
+CudaSwitches cuda_switches_from_environment(std::vector<std::string>* warnings);
+
+}  // namespace lathe

@@ -1,0 +1,95 @@
+// The CUDA backend's A/B switches (cuda_switches.h): defaults, the one reader of the LATHE_CUDA_*
+// environment, values out of range ignored with a warning each. Host only: runs without a GPU.
+#include <QtTest>
+
+#include <string>
+#include <vector>
+
+#include "engine/backend/cuda/cuda_switches.h"
+
+using namespace lathe;
+
+namespace {
+
+const char* const kNames[] = {"LATHE_CUDA_ATTENTION",
+                              "LATHE_CUDA_DECODE_ATTENTION",
+                              "LATHE_CUDA_DECODE_SPLIT_TOKENS",
+                              "LATHE_CUDA_DECODE_SPLIT_BLOCKS_PER_SM",
+                              "LATHE_CUDA_DECODE_CLUSTER",
+                              "LATHE_CUDA_LOOKAHEAD",
+                              "LATHE_CUDA_FUSED",
+                              "LATHE_CUDA_FUSED_ROPE",
+                              "LATHE_CUDA_GEMV_EPILOGUES",
+                              "LATHE_CUDA_PDL"};
+
+void clear_env() {
+  for (const char* n : kNames) qunsetenv(n);
+}
+
+}  // namespace
+
+class CudaSwitchesTest : public QObject {
+  Q_OBJECT
+ private slots:
+  void init() { clear_env(); }
+  void cleanup() { clear_env(); }
+
+  void defaults_without_environment() {
+    std::vector<std::string> warnings;
+    const CudaSwitches s = cuda_switches_from_environment(&warnings);
+    QVERIFY(warnings.empty());
+    QCOMPARE(s.describe(), std::string("defaults"));
+    QVERIFY(s.decode_attention && s.gemv_epilogues && s.pdl && s.fused_rope);
+    QCOMPARE(s.fused, FusedDecodeMode::kAuto);
+    QCOMPARE(s.lookahead_max_seqs, -1);
+  }
+
+  void every_switch_is_read() {
+    qputenv("LATHE_CUDA_ATTENTION", "own");
+    qputenv("LATHE_CUDA_DECODE_ATTENTION", "split");
+    qputenv("LATHE_CUDA_DECODE_SPLIT_TOKENS", "64");
+    qputenv("LATHE_CUDA_DECODE_SPLIT_BLOCKS_PER_SM", "2");
+    qputenv("LATHE_CUDA_DECODE_CLUSTER", "0");
+    qputenv("LATHE_CUDA_LOOKAHEAD", "0");
+    qputenv("LATHE_CUDA_FUSED", "0");
+    qputenv("LATHE_CUDA_FUSED_ROPE", "0");
+    qputenv("LATHE_CUDA_GEMV_EPILOGUES", "0");
+    qputenv("LATHE_CUDA_PDL", "0");
+    std::vector<std::string> warnings;
+    const CudaSwitches s = cuda_switches_from_environment(&warnings);
+    QVERIFY(warnings.empty());
+    QVERIFY(s.own_prefill_attention && !s.decode_attention && !s.fused_rope && !s.gemv_epilogues &&
+            !s.pdl);
+    QCOMPARE(s.decode_split_tokens, 64);
+    QCOMPARE(s.decode_split_blocks_per_sm, 2);
+    QCOMPARE(s.decode_cluster, 0);
+    QCOMPARE(s.lookahead_max_seqs, 0);
+    QCOMPARE(s.fused, FusedDecodeMode::kOff);
+    QVERIFY(s.describe().find("fused=0") != std::string::npos);
+    qputenv("LATHE_CUDA_FUSED", "1");
+    QCOMPARE(cuda_switches_from_environment(nullptr).fused, FusedDecodeMode::kForce);
+  }
+
+  // Bad values: ignored (the default stays), one warning each naming the variable and the range.
+  void bad_values_are_ignored_with_a_warning() {
+    qputenv("LATHE_CUDA_DECODE_SPLIT_TOKENS", "40");  // not a multiple of 16
+    qputenv("LATHE_CUDA_DECODE_SPLIT_BLOCKS_PER_SM", "0");
+    qputenv("LATHE_CUDA_DECODE_CLUSTER", "1");
+    qputenv("LATHE_CUDA_LOOKAHEAD", "-3");
+    std::vector<std::string> warnings;
+    const CudaSwitches s = cuda_switches_from_environment(&warnings);
+    QCOMPARE(static_cast<int>(warnings.size()), 4);
+    QCOMPARE(s.describe(), std::string("defaults"));
+    QVERIFY2(warnings[3].find("LATHE_CUDA_LOOKAHEAD=-3 ignored (0 to 256 sequences)") !=
+                 std::string::npos,
+             warnings[3].c_str());
+    clear_env();
+    qputenv("LATHE_CUDA_LOOKAHEAD", "9999999999");
+    warnings.clear();
+    QCOMPARE(cuda_switches_from_environment(&warnings).lookahead_max_seqs, -1);
+    QCOMPARE(static_cast<int>(warnings.size()), 1);
+  }
+};
+
+QTEST_GUILESS_MAIN(CudaSwitchesTest)
+#include "cuda_switches_test.moc"
