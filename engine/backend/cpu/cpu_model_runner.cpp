@@ -11,6 +11,7 @@
 #include "engine/backend/cpu/cpu_dequant.h"
 #include "engine/backend/cpu/cpu_dummy_weights.h"
 #include "engine/core/strings.h"
+#include "engine/runtime/draft_acceptance.h"
 #include "engine/runtime/model_input_check.h"
 #include "engine/runtime/sampler.h"
 
@@ -236,10 +237,15 @@ Status CpuModelRunner::forward(const ModelInput& in) {
   grow(rope_sin_, t_count * (c.head_dim / 2));
   cpu::rope_table(in.positions.data(), t_count, inv_freq_, rope_cos_.data(), rope_sin_.data());
 
-  // Rows whose hidden state reaches the logits: the last token of each sampled sequence.
-  const int64_t n_out = static_cast<int64_t>(in.sample_seqs.size());
+  // Rows whose hidden state reaches the logits: the trailing sample_count(i) tokens of each sampled
+  // sequence (its last token, or with drafts the last verified token and the drafts), ascending.
+  const int64_t n_out = in.num_sample_rows();
   std::vector<int32_t> out_rows;
-  for (int32_t s : in.sample_seqs) out_rows.push_back(in.query_start[s + 1] - 1);
+  out_rows.reserve(static_cast<size_t>(n_out));
+  for (size_t i = 0; i < in.sample_seqs.size(); ++i) {
+    const int32_t end = in.query_start[in.sample_seqs[i] + 1];
+    for (int32_t r = end - in.sample_count(i); r < end; ++r) out_rows.push_back(r);
+  }
 
   cpu::embedding(token_embd_, in.token_ids.data(), t_count, x_.data());
 
@@ -317,20 +323,22 @@ Status CpuModelRunner::forward(const ModelInput& in) {
 
 Result<std::vector<float>> CpuModelRunner::compute_logits(const ModelInput& input) {
   LATHE_RETURN_IF_ERROR(forward(input));
-  const size_t n = input.sample_seqs.size() * static_cast<size_t>(config_.vocab_size);
+  const size_t n =
+      static_cast<size_t>(input.num_sample_rows()) * static_cast<size_t>(config_.vocab_size);
   return std::vector<float>(logits_.begin(), logits_.begin() + static_cast<std::ptrdiff_t>(n));
 }
 
 Result<ModelOutput> CpuModelRunner::execute(const ModelInput& input) {
   LATHE_RETURN_IF_ERROR(forward(input));
   ModelOutput out;
-  const int64_t n = static_cast<int64_t>(input.sample_seqs.size());
+  const int64_t n = input.num_sample_rows();
   out.tokens.resize(static_cast<size_t>(n));
   const int64_t vocab = config_.vocab_size;
   pool_->parallel_for(n, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i)
       out.tokens[i] = sample_token(logits_.data() + i * vocab, vocab, input.sampling[i]);
   });
+  LATHE_RETURN_IF_ERROR(accept_draft_tokens(input, &out));
   return out;
 }
 

@@ -2,8 +2,10 @@
 // bias, Qwen3 with per-head QK RMSNorm, SmolLM2) over a paged float32 KV cache, built from cpu_ops.
 //
 // One step (execute / compute_logits) runs every scheduled token through every layer, writes its
-// K/V to its slot, and computes logits only for the last token of each sampled sequence. In the
-// last layer only those rows go through the output projection and MLP (nothing else reads them).
+// K/V to its slot, and computes logits only for the sampled rows: the last token of each sampled
+// sequence, or its trailing sample_count tokens when it carries drafts (execute() samples each row
+// and keeps the accepted drafts, draft_acceptance.h). In the last layer only those rows go through
+// the output projection and MLP (nothing else reads them).
 // Weights are used in place (mmap); norm weights and biases are converted to float32 once.
 #pragma once
 
@@ -46,7 +48,7 @@ class CpuModelRunner final : public ModelRunner {
   Status init_weights(const LoadedModel& model);
   Status init_dummy_weights(const CpuRunnerOptions& options);
   Status check_input(const ModelInput& input) const;
-  // Runs the step; leaves logits of the sampled rows in logits_ ([sample_seqs.size(), vocab]).
+  // Runs the step; leaves logits of the sampled rows in logits_ ([num_sample_rows(), vocab]).
   Status forward(const ModelInput& input);
 
   ModelConfig config_;
