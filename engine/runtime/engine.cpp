@@ -48,6 +48,7 @@ class EngineImpl final : public Engine {
     cc.limits.policy = config_.scheduler.policy;
     cc.limits.enable_chunked_prefill = config_.scheduler.enable_chunked_prefill;
     cc.kv = {plan_.num_blocks, plan_.block_size, config_.cache.enable_prefix_caching};
+    cc.speculative = config_.speculative;
     cc.tokenizer = model_->tokenizer;
     cc.eos_ids = model_->generation.eos_token_ids;
     if (model_->tokenizer && model_->tokenizer->eos_id() >= 0 &&
