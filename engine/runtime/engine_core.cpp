@@ -246,6 +246,10 @@ bool EngineCore::step() {
   for (int32_t idx : in.sample_seqs) {
     const ScheduledSequence& s = out.seqs[static_cast<size_t>(idx)];
     const Active& a = *active_.at(s.id);
+    if (s.num_draft_tokens == 0) {
+      in.sampling.push_back(sampling_row(a));
+      continue;
+    }
     // Row j of a sequence with drafts samples the token after its first j drafts.
     const std::span<const TokenId> drafts(
         s.token_ids.data() + s.token_ids.size() - static_cast<size_t>(s.num_draft_tokens),
@@ -270,6 +274,7 @@ bool EngineCore::step() {
   if (!result.is_ok()) {
     fail_step(out, result.status(), u, events);
   } else {
+    const int64_t vocab = runner_->vocab_size();
     size_t next = 0;
     for (size_t k = 0; k < in.sample_seqs.size(); ++k) {
       const ScheduledSequence& s = out.seqs[static_cast<size_t>(in.sample_seqs[k])];
@@ -279,7 +284,7 @@ bool EngineCore::step() {
         u.num_draft_tokens += s.num_draft_tokens;
         u.num_accepted_tokens += static_cast<int32_t>(n) - 1;
       }
-      take_tokens(s.id, std::span<SampledToken>(result->tokens.data() + next, n), u, events);
+      take_tokens(s.id, std::span<SampledToken>(result->tokens.data() + next, n), vocab, u, events);
       next += n;
     }
   }
@@ -289,9 +294,8 @@ bool EngineCore::step() {
   return true;
 }
 
-void EngineCore::take_tokens(RequestId id, std::span<SampledToken> tokens, MetricsUpdate& u,
-                             std::vector<PendingEvent>& events) {
-  const int64_t vocab = runner_->vocab_size();
+void EngineCore::take_tokens(RequestId id, std::span<SampledToken> tokens, int64_t vocab,
+                             MetricsUpdate& u, std::vector<PendingEvent>& events) {
   for (const SampledToken& tok : tokens) {
     if (tok.token < 0 || tok.token >= vocab) {
       finish(id, FinishReason::kError, {}, "",

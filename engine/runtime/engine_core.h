@@ -91,8 +91,8 @@ class EngineCore {
   // Asks the proposer for every decoding sequence's drafts (speculative decoding).
   void propose_drafts();
   // Streams the tokens one sampled sequence produced this step, in order, until one ends it.
-  void take_tokens(RequestId id, std::span<SampledToken> tokens, MetricsUpdate& update,
-                   std::vector<PendingEvent>& events);
+  void take_tokens(RequestId id, std::span<SampledToken> tokens, int64_t vocab_size,
+                   MetricsUpdate& update, std::vector<PendingEvent>& events);
   // ModelInput::next_step_continues for the step `out` flattened into `in`.
   bool next_step_continues(const SchedulerOutput& out, const ModelInput& in) const;
   // Removes a request from the scheduler (freeing its blocks) and queues its final event.

@@ -44,7 +44,9 @@ void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget) {
     if (num_new <= 0) continue;
     if (num_new < uncomputed && !limits_.enable_chunked_prefill) continue;
     const int32_t num_drafts =
-        schedulable_drafts(seq, budget, static_cast<int32_t>(running_.size() - i - 1));
+        seq.draft_tokens.empty()
+            ? 0
+            : schedulable_drafts(seq, budget, static_cast<int32_t>(running_.size() - i - 1));
 
     bool self_preempted = false;
     while (!kv_->allocate(seq.id, seq.num_computed_tokens + num_new)) {
@@ -72,7 +74,6 @@ void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget) {
 }
 
 int32_t Scheduler::schedulable_drafts(Sequence& seq, int32_t budget, int32_t num_later) {
-  if (seq.draft_tokens.empty()) return 0;
   int32_t n = 0;
   if (seq.num_uncomputed_tokens() == 1) {
     // One token for this sequence and one for each running sequence after it come first.
@@ -133,11 +134,11 @@ void Scheduler::add_scheduled(SchedulerOutput& out, Sequence& seq, int32_t num_n
   s.num_prompt_tokens = seq.num_prompt_tokens;
   s.num_draft_tokens = num_drafts;
   s.sample = seq.num_computed_tokens + num_new == seq.num_tokens();
-  s.token_ids.reserve(static_cast<size_t>(num_new + num_drafts));
   s.token_ids.assign(seq.tokens.begin() + seq.num_computed_tokens,
                      seq.tokens.begin() + seq.num_computed_tokens + num_new);
-  s.token_ids.insert(s.token_ids.end(), seq.draft_tokens.begin(),
-                     seq.draft_tokens.begin() + num_drafts);
+  if (num_drafts > 0)
+    s.token_ids.insert(s.token_ids.end(), seq.draft_tokens.begin(),
+                       seq.draft_tokens.begin() + num_drafts);
   const auto table = kv_->block_table(seq.id);
   s.block_table.assign(table.begin(), table.end());
   seq.num_computed_tokens += num_new + num_drafts;
@@ -182,14 +183,24 @@ void Scheduler::set_draft_tokens(RequestId id, std::span<const TokenId> drafts) 
   }
 }
 
+void Scheduler::append_token(RequestId id, TokenId token) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return;
+  it->second->tokens.push_back(token);
+  if (it->second->num_scheduled_drafts > 0) resolve_drafts(*it->second, 1);
+}
+
 void Scheduler::append_tokens(RequestId id, std::span<const TokenId> tokens) {
   auto it = seqs_.find(id);
   if (it == seqs_.end()) return;
   Sequence& seq = *it->second;
   seq.tokens.insert(seq.tokens.end(), tokens.begin(), tokens.end());
+  resolve_drafts(seq, static_cast<int32_t>(tokens.size()));
+}
+
+void Scheduler::resolve_drafts(Sequence& seq, int32_t num_appended) {
   if (seq.num_scheduled_drafts > 0) {
-    const int32_t accepted =
-        std::clamp(static_cast<int32_t>(tokens.size()) - 1, 0, seq.num_scheduled_drafts);
+    const int32_t accepted = std::clamp(num_appended - 1, 0, seq.num_scheduled_drafts);
     seq.num_computed_tokens -= seq.num_scheduled_drafts - accepted;
     // The rejected drafts' K/V stay in the kept blocks until rewritten; blocks past the tokens go.
     kv_->truncate(seq.id, seq.num_tokens());

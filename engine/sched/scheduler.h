@@ -67,7 +67,7 @@ class Scheduler {
   void set_draft_tokens(RequestId id, std::span<const TokenId> drafts);
 
   // Appends a sampled token to a sequence scheduled with sample = true.
-  void append_token(RequestId id, TokenId token) { append_tokens(id, {&token, 1}); }
+  void append_token(RequestId id, TokenId token);
   // Appends what a step produced for a sequence scheduled with sample = true: one token, or with k
   // drafts the accepted drafts (at most k) and one token more. num_computed_tokens rolls back by
   // the rejected drafts, whose blocks wholly past the sequence's tokens are freed.
@@ -94,6 +94,8 @@ class Scheduler {
   // allocates their blocks.
   int32_t schedulable_drafts(Sequence& seq, int32_t budget, int32_t num_later);
   void add_scheduled(SchedulerOutput& out, Sequence& seq, int32_t num_new, int32_t num_drafts);
+  // After a step's tokens are appended: rolls back the rejected drafts (append_tokens()).
+  void resolve_drafts(Sequence& seq, int32_t num_appended);
   void preempt(Sequence& seq, SchedulerOutput& out);
   void insert_running(Sequence* seq);
   void insert_waiting(Sequence* seq);
