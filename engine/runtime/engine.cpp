@@ -308,6 +308,11 @@ Result<std::unique_ptr<Engine>> finish_create(const EngineConfig& config,
                                               std::unique_ptr<ModelRunner> runner,
                                               DeviceKind device,
                                               const LoadProgressCallback& progress) {
+  if (config.speculative.enabled() && !runner->verifies_draft_tokens())
+    return invalid_argument(
+        std::string("speculative decoding (--speculative-config) is not supported by the ") +
+        device_kind_name(device) +
+        " backend yet; run without --speculative-config or with --device cpu");
   const DeviceMemoryInfo& mem = runner->memory_info();
   KvPlanInput in;
   in.block_bytes = runner->kv_block_bytes(config.cache.block_size);

@@ -45,6 +45,11 @@ class ModelRunner {
   virtual Result<std::vector<float>> compute_logits(const ModelInput& input) = 0;
 
   virtual int64_t vocab_size() const = 0;
+
+  // Whether execute() follows the multi-token contract (ModelInput::sample_counts, model_io.h):
+  // samples every sampled row and applies accept_draft_tokens(). The engine refuses a speculative
+  // config on a runner that does not.
+  virtual bool verifies_draft_tokens() const { return false; }
 };
 
 }  // namespace lathe

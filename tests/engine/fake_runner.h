@@ -32,7 +32,8 @@ struct FakeRunnerOptions {
   int32_t step_delay_ms = 0;    // sleep in each execute(), to hold requests mid-stream
   int32_t force_token_at = -1;  // output index at which every sequence produces force_token
   TokenId force_token = 2;
-  int64_t fail_at_step = -1;  // execute() number (1-based) that returns an error
+  int64_t fail_at_step = -1;    // execute() number (1-based) that returns an error
+  bool verifies_drafts = true;  // verifies_draft_tokens()
 };
 
 class FakeModelRunner : public ModelRunner {
@@ -50,6 +51,7 @@ class FakeModelRunner : public ModelRunner {
     return Status::ok();
   }
   int64_t vocab_size() const override { return options_.vocab_size; }
+  bool verifies_draft_tokens() const override { return options_.verifies_drafts; }
 
   Result<ModelOutput> execute(const ModelInput& in) override {
     ++num_steps_;

@@ -513,6 +513,25 @@ class SpecDecodeTest : public QObject {
       QVERIFY2(r.status().message().find(b.message_part) != std::string::npos,
                r.status().message().c_str());
     }
+    // A runner that does not verify drafts (the CUDA runner until it follows the contract).
+    {
+      EngineConfig c;
+      c.cache.num_gpu_blocks_override = 64;
+      c.speculative = ok;
+      LoadedModel m;
+      m.format = ModelFormat::kDummy;
+      m.config.vocab_size = 1000;
+      m.config.max_position_embeddings = 256;
+      test::FakeRunnerOptions ro;
+      ro.verifies_drafts = false;
+      auto r =
+          Engine::create_with_runner(c, std::move(m), std::make_unique<test::FakeModelRunner>(ro));
+      QVERIFY(!r.is_ok());
+      QCOMPARE(r.status().code(), ErrorCode::kInvalidArgument);
+      QVERIFY2(
+          r.status().message().find("not supported by the cpu backend yet") != std::string::npos,
+          r.status().message().c_str());
+    }
     SpeculativeMethod m;
     QVERIFY(parse_speculative_method("ngram", &m) && m == SpeculativeMethod::kNgram);
     QVERIFY(!parse_speculative_method("eagle", &m));

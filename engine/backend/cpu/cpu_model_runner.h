@@ -33,6 +33,7 @@ class CpuModelRunner final : public ModelRunner {
   Result<ModelOutput> execute(const ModelInput& input) override;
   Result<std::vector<float>> compute_logits(const ModelInput& input) override;
   int64_t vocab_size() const override { return config_.vocab_size; }
+  bool verifies_draft_tokens() const override { return true; }
 
   int num_threads() const { return pool_->num_threads(); }
 
