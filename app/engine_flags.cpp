@@ -1,7 +1,9 @@
 #include "app/engine_flags.h"
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
+#include <climits>
 #include <fstream>
 #include <sstream>
 
@@ -50,6 +52,44 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, bool with_model_option) {
   cmd.add_flag("--enforce-eager", f.enforce_eager, "CUDA: do not capture CUDA graphs");
   cmd.add_option("--chat-template", f.chat_template,
                  "Jinja file that replaces the model's chat template");
+  cmd.add_option("--speculative-config", f.speculative_config,
+                 "speculative decoding as JSON, e.g. '{\"method\": \"ngram\", "
+                 "\"num_speculative_tokens\": 4, \"prompt_lookup_max\": 4, "
+                 "\"prompt_lookup_min\": 2}' (prompt lookup; outputs are unchanged)");
+}
+
+Result<SpeculativeConfig> parse_speculative_config(const std::string& text) {
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object())
+    return invalid_argument(
+        "--speculative-config must be a JSON object such as '{\"method\": "
+        "\"ngram\", \"num_speculative_tokens\": 4}', got '" +
+        text + "'");
+  SpeculativeConfig c;
+  for (const auto& [key, value] : j.items()) {
+    if (key == "method") {
+      if (!value.is_string() || !parse_speculative_method(value.get<std::string>(), &c.method))
+        return invalid_argument(
+            "--speculative-config: method must be \"ngram\" (the one method "
+            "Lathe has), got " +
+            value.dump());
+      continue;
+    }
+    int32_t* field = key == "num_speculative_tokens" ? &c.num_speculative_tokens
+                     : key == "prompt_lookup_min"    ? &c.prompt_lookup_min
+                     : key == "prompt_lookup_max"    ? &c.prompt_lookup_max
+                                                     : nullptr;
+    if (field == nullptr)
+      return invalid_argument("--speculative-config: unknown key \"" + key +
+                              "\" (known: method, num_speculative_tokens, prompt_lookup_min, "
+                              "prompt_lookup_max)");
+    if (!value.is_number_integer() || value.get<int64_t>() < INT32_MIN ||
+        value.get<int64_t>() > INT32_MAX)
+      return invalid_argument("--speculative-config: " + key + " must be an integer, got " +
+                              value.dump());
+    *field = static_cast<int32_t>(value.get<int64_t>());
+  }
+  return c;
 }
 
 Result<EngineConfig> resolve_engine_flags(const EngineFlags& f) {
@@ -82,6 +122,9 @@ Result<EngineConfig> resolve_engine_flags(const EngineFlags& f) {
     std::stringstream ss;
     ss << in.rdbuf();
     c.load.chat_template_override = ss.str();
+  }
+  if (!f.speculative_config.empty()) {
+    LATHE_ASSIGN_OR_RETURN(c.speculative, parse_speculative_config(f.speculative_config));
   }
   // max_num_seqs / max_num_batched_tokens left at 0 get the device's defaults in the engine.
   LATHE_RETURN_IF_ERROR(validate_engine_config(c));

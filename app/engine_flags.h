@@ -28,6 +28,9 @@ struct EngineFlags {
   int num_threads = 0;
   bool enforce_eager = false;
   std::string chat_template;  // --chat-template FILE
+  // --speculative-config JSON, vLLM's form: {"method": "ngram", "num_speculative_tokens": 4,
+  // "prompt_lookup_max": 4, "prompt_lookup_min": 2}; empty: off.
+  std::string speculative_config;
 };
 
 // Adds the flags to `cmd`. with_model_option: also -m/--model (serve takes it positionally too).
@@ -36,5 +39,10 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& flags, bool with_model_option 
 // Validates and converts; errors name the flag ("--gpu-memory-utilization must be in (0, 1],
 // got 1.5").
 Result<EngineConfig> resolve_engine_flags(const EngineFlags& flags);
+
+// Reads --speculative-config's JSON object (keys method, num_speculative_tokens,
+// prompt_lookup_min, prompt_lookup_max); errors name the key. Ranges are checked by
+// validate_engine_config().
+Result<SpeculativeConfig> parse_speculative_config(const std::string& json_text);
 
 }  // namespace lathe::cli

@@ -99,6 +99,20 @@ void KvCacheManager::free(RequestId id) {
   requests_.erase(it);
 }
 
+void KvCacheManager::truncate(RequestId id, int32_t num_tokens) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  RequestBlocks& r = it->second;
+  const size_t keep = static_cast<size_t>(blocks_for_tokens(std::max(0, num_tokens)));
+  if (r.blocks.size() <= keep) return;
+  if (r.hashes.size() > keep) {
+    r.hashes.resize(keep);
+    r.canonical.resize(keep);
+  }
+  for (size_t i = r.blocks.size(); i-- > keep;) pool_.release({&r.blocks[i], 1});
+  r.blocks.resize(keep);
+}
+
 std::span<const int32_t> KvCacheManager::block_table(RequestId id) const {
   auto it = requests_.find(id);
   if (it == requests_.end()) return {};

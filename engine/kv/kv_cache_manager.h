@@ -5,7 +5,8 @@
 // Token i of a request lives in block_table[i / block_size] at offset i % block_size. Full blocks
 // are published to the prefix cache by cache_blocks() as soon as the step that writes their K/V is
 // scheduled; another request can then share them (the backend writes all K/V of a step's layer
-// before that layer's attention reads, see model_io.h).
+// before that layer's attention reads, see model_io.h). The caller passes only verified tokens
+// (never speculative drafts), so a published block never holds a token that may be rejected.
 //
 // Single-threaded (the engine core's thread). No backend code.
 #pragma once
@@ -77,6 +78,12 @@ class KvCacheManager {
   // Releases the request's blocks (last block first, so a prefix outlives its tails in the LRU)
   // and forgets it. Unknown ids are ignored.
   void free(RequestId id);
+
+  // Keeps the blocks that hold request `id`'s first `num_tokens` tokens and releases the ones
+  // wholly past them, last block first (rejected draft tokens, speculative decoding). A released
+  // block that was published stays cached-free; the request's chain of published blocks shortens
+  // with it. Unknown ids are ignored.
+  void truncate(RequestId id, int32_t num_tokens);
 
   std::span<const int32_t> block_table(RequestId id) const;
   bool has_request(RequestId id) const { return requests_.count(id) != 0; }

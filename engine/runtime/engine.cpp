@@ -48,6 +48,7 @@ class EngineImpl final : public Engine {
     cc.limits.policy = config_.scheduler.policy;
     cc.limits.enable_chunked_prefill = config_.scheduler.enable_chunked_prefill;
     cc.kv = {plan_.num_blocks, plan_.block_size, config_.cache.enable_prefix_caching};
+    cc.speculative = config_.speculative;
     cc.tokenizer = model_->tokenizer;
     cc.eos_ids = model_->generation.eos_token_ids;
     if (model_->tokenizer && model_->tokenizer->eos_id() >= 0 &&
@@ -307,6 +308,11 @@ Result<std::unique_ptr<Engine>> finish_create(const EngineConfig& config,
                                               std::unique_ptr<ModelRunner> runner,
                                               DeviceKind device,
                                               const LoadProgressCallback& progress) {
+  if (config.speculative.enabled() && !runner->verifies_draft_tokens())
+    return invalid_argument(
+        std::string("speculative decoding (--speculative-config) is not supported by the ") +
+        device_kind_name(device) +
+        " backend yet; run without --speculative-config or with --device cpu");
   const DeviceMemoryInfo& mem = runner->memory_info();
   KvPlanInput in;
   in.block_bytes = runner->kv_block_bytes(config.cache.block_size);

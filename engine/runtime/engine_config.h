@@ -47,15 +47,40 @@ struct SchedulerConfig {
   int32_t max_waiting_requests = 4096;  // submit() fails with kResourceExhausted beyond this
 };
 
+// Speculative decoding (vLLM's --speculative-config). With method ngram (prompt lookup), each
+// decoding sequence proposes up to num_speculative_tokens drafts: the tokens that followed the most
+// recent earlier occurrence of its last n tokens in prompt ++ output, n from prompt_lookup_max down
+// to prompt_lookup_min; one step verifies them. Outputs are those of a run without speculation.
+enum class SpeculativeMethod { kNone, kNgram };
+const char* speculative_method_name(SpeculativeMethod m);  // "none", "ngram"
+bool parse_speculative_method(const std::string& s, SpeculativeMethod* out);
+
+struct SpeculativeConfig {
+  SpeculativeMethod method = SpeculativeMethod::kNone;
+  int32_t num_speculative_tokens = 0;  // drafts per sequence per step (k); >= 1 with a method
+  // n-gram lengths tried, longest first. 0 = unset, resolved as vLLM does: both unset -> 5 and 5;
+  // one unset -> the other's value.
+  int32_t prompt_lookup_min = 0;
+  int32_t prompt_lookup_max = 0;
+
+  bool enabled() const { return method != SpeculativeMethod::kNone; }
+};
+
 struct EngineConfig {
   std::string model_path;  // GGUF file, HF folder, or config.json folder with load_format dummy
   LoadOptions load;
   DeviceConfig device;
   CacheConfig cache;
   SchedulerConfig scheduler;
+  SpeculativeConfig speculative;
   std::string served_model_name;  // name reported to API clients; default: the model's name
 };
 
 Status validate_engine_config(const EngineConfig& config);
+// The speculative part of validate_engine_config(); errors name the field of --speculative-config.
+Status validate_speculative_config(const SpeculativeConfig& config);
+
+// The resolved n-gram lengths (the 0 = unset rules above).
+SpeculativeConfig resolve_speculative_config(const SpeculativeConfig& config);
 
 }  // namespace lathe

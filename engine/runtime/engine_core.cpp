@@ -1,5 +1,6 @@
 #include "engine/runtime/engine_core.h"
 
+#include <algorithm>
 #include <exception>
 
 #include "engine/core/log.h"
@@ -15,10 +16,38 @@ bool is_set(Clock::time_point t) {
 }
 
 // Prompt or recomputed tokens in a scheduled chunk; the rest is the one decode token (a generated
-// token computed to sample the next).
+// token computed to sample the next) and the drafts after it.
 int32_t prefill_tokens(const ScheduledSequence& s) {
-  const bool decode = s.sample && s.context_len() - 1 >= s.num_prompt_tokens;
-  return s.num_new_tokens - (decode ? 1 : 0);
+  const int32_t verified_len = s.context_len() - s.num_draft_tokens;
+  const bool decode = s.sample && verified_len - 1 >= s.num_prompt_tokens;
+  return s.num_new_tokens - s.num_draft_tokens - (decode ? 1 : 0);
+}
+
+// The runner's output has the shape the step asked for: one token per sampled sequence, or with
+// drafts 1..count tokens each.
+Status check_output(const ModelInput& in, const ModelOutput& o) {
+  const size_t n = in.sample_seqs.size();
+  if (o.num_tokens.empty()) {
+    if (o.tokens.size() != n)
+      return internal_error(strformat("the runner returned %zu tokens for %zu sampled sequences",
+                                      o.tokens.size(), n));
+    return Status();
+  }
+  if (o.num_tokens.size() != n)
+    return internal_error(strformat("the runner returned token counts for %zu sequences, not %zu",
+                                    o.num_tokens.size(), n));
+  size_t total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (o.num_tokens[i] < 1 || o.num_tokens[i] > in.sample_count(i))
+      return internal_error(
+          strformat("the runner returned %d tokens for a sequence that samples %d", o.num_tokens[i],
+                    in.sample_count(i)));
+    total += static_cast<size_t>(o.num_tokens[i]);
+  }
+  if (total != o.tokens.size())
+    return internal_error(strformat("the runner returned %zu tokens but counts that add up to %zu",
+                                    o.tokens.size(), total));
+  return Status();
 }
 
 }  // namespace
@@ -29,7 +58,11 @@ EngineCore::EngineCore(const EngineCoreConfig& config, ModelRunner* runner,
       runner_(runner),
       metrics_(metrics),
       kv_(config.kv),
-      scheduler_(config.limits, &kv_) {}
+      scheduler_(config.limits, &kv_),
+      proposer_(config.proposer) {
+  if (!proposer_) proposer_ = create_draft_proposer(config.speculative);
+  if (config_.speculative.num_speculative_tokens <= 0) proposer_.reset();
+}
 
 void EngineCore::add_request(CoreRequest request) {
   auto seq = std::make_unique<Sequence>();
@@ -87,7 +120,7 @@ void EngineCore::abort_all() {
   deliver(events);
 }
 
-SamplingRow EngineCore::sampling_row(const Active& a) const {
+SamplingRow EngineCore::sampling_row(const Active& a, std::span<const TokenId> drafts) const {
   const Sequence* seq = scheduler_.find(a.req.id);
   SamplingRowInput in;
   in.params = &a.req.sampling;
@@ -95,7 +128,28 @@ SamplingRow EngineCore::sampling_row(const Active& a) const {
   in.tokens = seq->tokens;
   in.num_prompt_tokens = seq->num_prompt_tokens;
   in.stop_ids = a.output.end_token_ids();
+  in.drafts = drafts;
   return make_sampling_row(in);
+}
+
+void EngineCore::propose_drafts() {
+  const int32_t k = config_.speculative.num_speculative_tokens;
+  const int64_t vocab = runner_->vocab_size();
+  for (const Sequence* seq : scheduler_.running()) {
+    if (seq->num_uncomputed_tokens() != 1) continue;  // not decoding (mid-prefill, recompute)
+    // A step with d drafts yields up to d + 1 tokens: stay within max_tokens (which the engine has
+    // already clamped to max-model-len).
+    const Active& a = *active_.at(seq->id);
+    const int32_t max_drafts =
+        std::min(k, a.req.sampling.max_tokens - seq->num_output_tokens() - 1);
+    token_buffer_.clear();
+    if (max_drafts > 0) proposer_->propose(seq->tokens, max_drafts, &token_buffer_);
+    size_t keep = std::min(token_buffer_.size(), static_cast<size_t>(std::max(max_drafts, 0)));
+    for (size_t i = 0; i < keep; ++i)
+      if (token_buffer_[i] < 0 || token_buffer_[i] >= vocab) keep = i;  // never past the vocabulary
+    token_buffer_.resize(keep);
+    scheduler_.set_draft_tokens(seq->id, token_buffer_);
+  }
 }
 
 void EngineCore::finish(RequestId id, FinishReason reason, StreamEvent event,
@@ -145,7 +199,9 @@ void EngineCore::fail_step(const SchedulerOutput& out, const Status& status, Met
 }
 
 bool EngineCore::next_step_continues(const SchedulerOutput& out, const ModelInput& in) const {
-  if (scheduler_.num_waiting() > 0 || in.num_tokens() != in.num_seqs() ||
+  // With a proposer the next step may carry drafts, which a one-token-per-sequence prediction
+  // cannot cover: a discarded lookahead costs a whole decode step of device time.
+  if (proposer_ || scheduler_.num_waiting() > 0 || in.num_tokens() != in.num_seqs() ||
       in.sample_seqs.size() != out.seqs.size())
     return false;
   for (const ScheduledSequence& s : out.seqs) {
@@ -158,6 +214,7 @@ bool EngineCore::next_step_continues(const SchedulerOutput& out, const ModelInpu
 }
 
 bool EngineCore::step() {
+  if (proposer_) propose_drafts();
   SchedulerOutput out = scheduler_.schedule();
   MetricsUpdate u;
   u.time = Clock::now();
@@ -185,14 +242,27 @@ bool EngineCore::step() {
   }
 
   ModelInput in = build_model_input(out, kv_.block_size());
-  in.sampling.reserve(in.sample_seqs.size());
-  for (int32_t idx : in.sample_seqs)
-    in.sampling.push_back(sampling_row(*active_.at(out.seqs[static_cast<size_t>(idx)].id)));
+  in.sampling.reserve(static_cast<size_t>(in.num_sample_rows()));
+  for (int32_t idx : in.sample_seqs) {
+    const ScheduledSequence& s = out.seqs[static_cast<size_t>(idx)];
+    const Active& a = *active_.at(s.id);
+    if (s.num_draft_tokens == 0) {
+      in.sampling.push_back(sampling_row(a));
+      continue;
+    }
+    // Row j of a sequence with drafts samples the token after its first j drafts.
+    const std::span<const TokenId> drafts(
+        s.token_ids.data() + s.token_ids.size() - static_cast<size_t>(s.num_draft_tokens),
+        static_cast<size_t>(s.num_draft_tokens));
+    for (int32_t j = 0; j <= s.num_draft_tokens; ++j)
+      in.sampling.push_back(sampling_row(a, drafts.first(static_cast<size_t>(j))));
+  }
   in.next_step_continues = next_step_continues(out, in);
   Result<ModelOutput> result = runner_->execute(in);
-  if (result.is_ok() && result->tokens.size() != in.sample_seqs.size())
-    result = internal_error(strformat("the runner returned %zu tokens for %zu sampled sequences",
-                                      result->tokens.size(), in.sample_seqs.size()));
+  if (result.is_ok()) {
+    const Status shape = check_output(in, *result);
+    if (!shape.is_ok()) result = shape;
+  }
 
   u.time = Clock::now();
   u.is_step = true;
@@ -205,47 +275,69 @@ bool EngineCore::step() {
     fail_step(out, result.status(), u, events);
   } else {
     const int64_t vocab = runner_->vocab_size();
+    size_t next = 0;
     for (size_t k = 0; k < in.sample_seqs.size(); ++k) {
-      const RequestId id = out.seqs[static_cast<size_t>(in.sample_seqs[k])].id;
-      SampledToken& tok = result->tokens[k];
-      if (tok.token < 0 || tok.token >= vocab) {
-        finish(
-            id, FinishReason::kError, {}, "",
-            strformat("the model runner produced token id %d, outside the vocabulary", tok.token),
-            u, events);
-        continue;
+      const ScheduledSequence& s = out.seqs[static_cast<size_t>(in.sample_seqs[k])];
+      const size_t n = static_cast<size_t>(result->num_tokens_of(k));
+      if (s.num_draft_tokens > 0) {
+        ++u.num_spec_drafts;
+        u.num_draft_tokens += s.num_draft_tokens;
+        u.num_accepted_tokens += static_cast<int32_t>(n) - 1;
       }
-      Active& a = *active_.at(id);
-      scheduler_.append_token(id, tok.token);
-      RequestTimeline& t = a.timeline;
-      if (t.token_times.empty()) {
-        t.first_token = u.time;
-        u.first_tokens.push_back({id, seconds(u.time - t.arrival),
-                                  seconds(t.first_scheduled - t.arrival), a.num_prompt_tokens});
-      } else {
-        u.itl_s.push_back(seconds(u.time - t.token_times.back()));
-      }
-      t.token_times.push_back(u.time);
-      ++u.num_generated_tokens;
-
-      OutputDelta d = a.output.add_token(tok.token);
-      StreamEvent e;
-      e.id = id;
-      e.text = std::move(d.text);
-      e.token_ids = {tok.token};
-      if (a.req.sampling.logprobs >= 0) e.logprobs.push_back(std::move(tok));
-      if (d.finished) {
-        finish(id, d.reason, std::move(e), std::move(d.stop_reason), "", u, events);
-      } else {
-        e.usage = {a.num_prompt_tokens, a.output.num_output_tokens(), a.num_cached_tokens};
-        events.push_back(PendingEvent{&a.req.on_event, std::move(e), nullptr});
-      }
+      take_tokens(s.id, std::span<SampledToken>(result->tokens.data() + next, n), vocab, u, events);
+      next += n;
     }
   }
   u.load = load();
   metrics_->record(u);
   deliver(events);
   return true;
+}
+
+void EngineCore::take_tokens(RequestId id, std::span<SampledToken> tokens, int64_t vocab,
+                             MetricsUpdate& u, std::vector<PendingEvent>& events) {
+  for (const SampledToken& tok : tokens) {
+    if (tok.token < 0 || tok.token >= vocab) {
+      finish(id, FinishReason::kError, {}, "",
+             strformat("the model runner produced token id %d, outside the vocabulary", tok.token),
+             u, events);
+      return;
+    }
+  }
+  Active& a = *active_.at(id);
+  RequestTimeline& t = a.timeline;
+  // One inter-token gap per step, as vLLM counts it: tokens verified together arrive together.
+  if (t.token_times.empty()) {
+    t.first_token = u.time;
+    u.first_tokens.push_back({id, seconds(u.time - t.arrival),
+                              seconds(t.first_scheduled - t.arrival), a.num_prompt_tokens});
+  } else {
+    u.itl_s.push_back(seconds(u.time - t.token_times.back()));
+  }
+  for (SampledToken& tok : tokens) {
+    t.token_times.push_back(u.time);
+    ++u.num_generated_tokens;
+    OutputDelta d = a.output.add_token(tok.token);
+    StreamEvent e;
+    e.id = id;
+    e.text = std::move(d.text);
+    e.token_ids = {tok.token};
+    if (a.req.sampling.logprobs >= 0) e.logprobs.push_back(std::move(tok));
+    if (d.finished) {
+      // Tokens after the one that ends the request are dropped: never streamed nor counted.
+      finish(id, d.reason, std::move(e), std::move(d.stop_reason), "", u, events);
+      return;
+    }
+    e.usage = {a.num_prompt_tokens, a.output.num_output_tokens(), a.num_cached_tokens};
+    events.push_back(PendingEvent{&a.req.on_event, std::move(e), nullptr});
+  }
+  if (tokens.size() == 1) {
+    scheduler_.append_token(id, tokens[0].token);
+  } else {
+    token_buffer_.clear();
+    for (const SampledToken& tok : tokens) token_buffer_.push_back(tok.token);
+    scheduler_.append_tokens(id, token_buffer_);
+  }
 }
 
 void EngineCore::deliver(std::vector<PendingEvent>& events) {

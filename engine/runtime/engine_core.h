@@ -1,17 +1,24 @@
 // The engine core: one step at a time, on the engine's own thread (never thread-safe by itself;
 // Engine feeds it from its inbox). A step is
-//   schedule -> build ModelInput -> runner.execute -> append sampled tokens -> detokenize, check
-//   EOS / stop strings / length -> free finished requests -> record metrics -> stream events.
+//   [propose drafts] -> schedule -> build ModelInput -> runner.execute -> append sampled tokens ->
+//   detokenize, check EOS / stop strings / length -> free finished requests -> record metrics ->
+//   stream events.
+// With speculative decoding, each decoding sequence first gets up to k drafts from the proposer
+// (draft_proposer.h), clamped so that they cannot take it past max_tokens; the runner returns the
+// accepted drafts and one token more per sequence, which are streamed one event per token until
+// one of them ends the request (the rest are dropped and never counted).
 // Events are delivered after the step's metrics are recorded, so a callback that reads the metrics
 // sees the blocks of a finished request already freed.
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "engine/kv/kv_cache_manager.h"
+#include "engine/runtime/draft_proposer.h"
 #include "engine/runtime/metrics.h"
 #include "engine/runtime/model_runner.h"
 #include "engine/runtime/output_processor.h"
@@ -36,6 +43,9 @@ struct EngineCoreConfig {
   KvCacheConfig kv;
   std::shared_ptr<const Tokenizer> tokenizer;  // null: stream token ids only
   std::vector<TokenId> eos_ids;
+  SpeculativeConfig speculative;  // resolved and validated
+  // Overrides the proposer `speculative` names (tests); needs speculative.num_speculative_tokens.
+  std::shared_ptr<DraftProposer> proposer;
 };
 
 class EngineCore {
@@ -76,7 +86,13 @@ class EngineCore {
   };
 
   EngineLoad load() const;
-  SamplingRow sampling_row(const Active& a) const;
+  // The sampling row of `a`'s next token, or with drafts of the token after them.
+  SamplingRow sampling_row(const Active& a, std::span<const TokenId> drafts = {}) const;
+  // Asks the proposer for every decoding sequence's drafts (speculative decoding).
+  void propose_drafts();
+  // Streams the tokens one sampled sequence produced this step, in order, until one ends it.
+  void take_tokens(RequestId id, std::span<SampledToken> tokens, int64_t vocab_size,
+                   MetricsUpdate& update, std::vector<PendingEvent>& events);
   // ModelInput::next_step_continues for the step `out` flattened into `in`.
   bool next_step_continues(const SchedulerOutput& out, const ModelInput& in) const;
   // Removes a request from the scheduler (freeing its blocks) and queues its final event.
@@ -93,6 +109,8 @@ class EngineCore {
   KvCacheManager kv_;
   Scheduler scheduler_;
   std::unordered_map<RequestId, std::unique_ptr<Active>> active_;
+  std::shared_ptr<DraftProposer> proposer_;  // null: no speculative decoding
+  std::vector<TokenId> token_buffer_;        // reused: drafts, then a step's accepted tokens
 };
 
 }  // namespace lathe

@@ -56,6 +56,7 @@ Result<EngineConfig> resolve_engine_config(const EngineConfig& config, const Mod
           "so that any prompt fits in one step",
           s.max_num_batched_tokens, s.max_model_len));
   }
+  if (c.speculative.enabled()) c.speculative = resolve_speculative_config(c.speculative);
   if (c.served_model_name.empty()) c.served_model_name = model.name.empty() ? "model" : model.name;
   return c;
 }

@@ -19,7 +19,8 @@ DeviceDefaults device_defaults(DeviceKind device);  // GPU 256 / 8192, CPU 64 / 
 
 // Fills max_model_len (the model's context), max_num_seqs and max_num_batched_tokens (device
 // defaults; the token budget is raised to hold max_num_seqs decodes, and to max_model_len when
-// chunked prefill is off), served_model_name and device. Errors say which flag to change.
+// chunked prefill is off), served_model_name, device, and the speculative config's n-gram
+// lengths. Errors say which flag to change.
 Result<EngineConfig> resolve_engine_config(const EngineConfig& config, const ModelConfig& model,
                                            DeviceKind device);
 

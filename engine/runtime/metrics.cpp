@@ -80,6 +80,9 @@ void MetricsRegistry::record(const MetricsUpdate& u) {
   s.generation_tokens += u.num_generated_tokens;
   s.prefill_tokens_computed += u.num_prefill_tokens;
   s.num_preemptions += u.num_preemptions;
+  s.spec_decode_num_drafts += u.num_spec_drafts;
+  s.spec_decode_num_draft_tokens += u.num_draft_tokens;
+  s.spec_decode_num_accepted_tokens += u.num_accepted_tokens;
   s.prefix_cache_queries += u.prefix_cache_queries;
   s.prefix_cache_hits += u.prefix_cache_hits;
   for (double v : u.itl_s) itl_.observe(v);
@@ -140,6 +143,10 @@ MetricsSnapshot MetricsRegistry::snapshot_locked(Clock::time_point now, uint64_t
   s.slot_utilization = s.slot_steps_total > 0 ? static_cast<double>(s.slot_steps_busy) /
                                                     static_cast<double>(s.slot_steps_total)
                                               : 0.0;
+  s.spec_decode_acceptance_rate = s.spec_decode_num_draft_tokens > 0
+                                      ? static_cast<double>(s.spec_decode_num_accepted_tokens) /
+                                            static_cast<double>(s.spec_decode_num_draft_tokens)
+                                      : 0.0;
   int64_t p1 = 0, p10 = 0, g1 = 0, g10 = 0, busy10 = 0, steps10 = 0;
   const int64_t now_id = bucket_id(now);
   for (const WindowBucket& b : window_) {
@@ -182,6 +189,8 @@ void MetricsRegistry::reset() {
   s.requests_finished_stop = s.requests_finished_length = 0;
   s.requests_finished_abort = s.requests_finished_error = 0;
   s.slot_steps_busy = s.slot_steps_total = 0;
+  s.spec_decode_num_drafts = s.spec_decode_num_draft_tokens = 0;
+  s.spec_decode_num_accepted_tokens = 0;
   for (Histogram* h :
        {&ttft_, &itl_, &tpot_, &e2e_, &queue_, &prompt_len_, &generation_len_, &tokens_per_step_})
     h->reset();

@@ -15,7 +15,9 @@
 //               lathe:prefill_tokens_computed_total, lathe:prefix_cache_queries_total,
 //               lathe:prefix_cache_hits_total, lathe:num_preemptions_total,
 //               lathe:request_success_total{finished_reason="stop|length|abort|error"},
-//               lathe:num_steps_total
+//               lathe:num_steps_total, lathe:spec_decode_num_drafts_total,
+//               lathe:spec_decode_num_draft_tokens_total,
+//               lathe:spec_decode_num_accepted_tokens_total
 //   histograms  lathe:time_to_first_token_seconds, lathe:inter_token_latency_seconds,
 //               lathe:request_time_per_output_token_seconds, lathe:e2e_request_latency_seconds,
 //               lathe:request_queue_time_seconds, lathe:request_prompt_tokens,
@@ -88,11 +90,16 @@ struct MetricsSnapshot {
   int64_t requests_finished_error = 0;
   int64_t slot_steps_busy = 0;   // sum over steps of sequences scheduled
   int64_t slot_steps_total = 0;  // sum over steps of max_num_seqs
+  // Speculative decoding: sequence-steps that carried drafts, drafts verified, drafts accepted.
+  int64_t spec_decode_num_drafts = 0;
+  int64_t spec_decode_num_draft_tokens = 0;
+  int64_t spec_decode_num_accepted_tokens = 0;
 
   // Derived.
   double prefix_cache_hit_rate = 0.0;  // hits / queries since start, [0, 1]
   double slot_utilization = 0.0;       // slot_steps_busy / slot_steps_total since start, [0, 1]
   double slot_utilization_10s = 0.0;   // the same over the steps of the last 10 s
+  double spec_decode_acceptance_rate = 0.0;  // accepted / draft tokens since start, [0, 1]
   // Sliding-window throughput, tokens per second over the last 1 s and 10 s. "Prompt" counts
   // prefill tokens computed (prefix-cache hits excluded).
   double prompt_tokens_per_s_1s = 0.0;
@@ -137,6 +144,9 @@ struct MetricsUpdate {
   int32_t num_prefill_tokens = 0;  // prompt / recomputed tokens computed this step
   int32_t num_generated_tokens = 0;
   int32_t num_preemptions = 0;
+  int32_t num_spec_drafts = 0;      // sequences that carried drafts this step
+  int32_t num_draft_tokens = 0;     // drafts verified this step
+  int32_t num_accepted_tokens = 0;  // of which the model accepted
   int64_t prefix_cache_queries = 0;
   int64_t prefix_cache_hits = 0;
   std::vector<double> itl_s;  // inter-token gaps of tokens produced (first tokens excluded)

@@ -149,6 +149,13 @@ std::string MetricsRegistry::prometheus_text() const {
   w.sample("lathe:request_success_total", "finished_reason=\"error\"",
            d(s.requests_finished_error));
   w.counter("lathe:num_steps_total", "Engine steps (model forward passes) run.", d(s.num_steps));
+  w.counter("lathe:spec_decode_num_drafts_total",
+            "Speculative decoding: sequence-steps that carried draft tokens.",
+            d(s.spec_decode_num_drafts));
+  w.counter("lathe:spec_decode_num_draft_tokens_total",
+            "Speculative decoding: draft tokens verified.", d(s.spec_decode_num_draft_tokens));
+  w.counter("lathe:spec_decode_num_accepted_tokens_total",
+            "Speculative decoding: draft tokens accepted.", d(s.spec_decode_num_accepted_tokens));
 
   w.histogram("lathe:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
               s.ttft_s);

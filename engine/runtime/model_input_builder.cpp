@@ -20,6 +20,7 @@ ModelInput build_model_input(const SchedulerOutput& out, int32_t block_size) {
   in.block_tables.assign(num_seqs * static_cast<size_t>(max_blocks), 0);
 
   in.query_start.push_back(0);
+  bool counted = false;  // sample_counts is being filled
   for (size_t i = 0; i < num_seqs; ++i) {
     const ScheduledSequence& s = out.seqs[i];
     for (int32_t j = 0; j < s.num_new_tokens; ++j) {
@@ -35,7 +36,15 @@ ModelInput build_model_input(const SchedulerOutput& out, int32_t block_size) {
               in.block_tables.begin() + static_cast<ptrdiff_t>(i * max_blocks));
     in.max_seq_len = std::max(in.max_seq_len, s.context_len());
     in.max_query_len = std::max(in.max_query_len, s.num_new_tokens);
-    if (s.sample) in.sample_seqs.push_back(static_cast<int32_t>(i));
+    if (s.sample) {
+      // sample_counts stays empty (all ones) until a sequence carries drafts.
+      if (s.num_draft_tokens > 0 && !counted) {
+        in.sample_counts.assign(in.sample_seqs.size(), 1);
+        counted = true;
+      }
+      in.sample_seqs.push_back(static_cast<int32_t>(i));
+      if (counted) in.sample_counts.push_back(1 + s.num_draft_tokens);
+    }
   }
   return in;
 }
@@ -51,12 +60,16 @@ SamplingRow make_sampling_row(const SamplingRowInput& in) {
   row.presence_penalty = p.presence_penalty;
   row.frequency_penalty = p.frequency_penalty;
   row.seed = in.seed;
-  const int32_t num_output = static_cast<int32_t>(in.tokens.size()) - in.num_prompt_tokens;
+  // The output index of the token this row samples: the drafts before it count as outputs.
+  const int32_t num_output =
+      static_cast<int32_t>(in.tokens.size() + in.drafts.size()) - in.num_prompt_tokens;
   row.step = static_cast<uint64_t>(num_output);
   row.num_logprobs = p.logprobs;
   if (num_output < p.min_tokens) row.banned_tokens.assign(in.stop_ids.begin(), in.stop_ids.end());
   if (p.has_penalties()) {
+    row.history_tokens.reserve(in.tokens.size() + in.drafts.size());
     row.history_tokens.assign(in.tokens.begin(), in.tokens.end());
+    row.history_tokens.insert(row.history_tokens.end(), in.drafts.begin(), in.drafts.end());
     row.history_prompt_len = in.num_prompt_tokens;
   }
   return row;

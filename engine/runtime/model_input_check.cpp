@@ -19,12 +19,26 @@ Status check_model_input(const ModelInput& in, const ModelInputBounds& b, int64_
       in.block_tables.size() !=
           static_cast<size_t>(s_count) * static_cast<size_t>(in.max_blocks_per_seq))
     return invalid_argument("block_tables must hold num_seqs rows of max_blocks_per_seq entries");
-  if (in.sampling.size() != in.sample_seqs.size())
-    return invalid_argument("sample_seqs and sampling must have the same length");
-  for (size_t i = 0; i < in.sample_seqs.size(); ++i)
-    if (in.sample_seqs[i] < 0 || in.sample_seqs[i] >= s_count ||
-        (i > 0 && in.sample_seqs[i] <= in.sample_seqs[i - 1]))
+  if (!in.sample_counts.empty() && in.sample_counts.size() != in.sample_seqs.size())
+    return invalid_argument(strformat(
+        "sample_counts must be empty or have one entry per sampled sequence (%zu), got %zu",
+        in.sample_seqs.size(), in.sample_counts.size()));
+  int64_t num_rows = 0;
+  for (size_t i = 0; i < in.sample_seqs.size(); ++i) {
+    const int32_t s = in.sample_seqs[i];
+    if (s < 0 || s >= s_count || (i > 0 && s <= in.sample_seqs[i - 1]))
       return invalid_argument("sample_seqs must be ascending indices of scheduled sequences");
+    const int32_t count = in.sample_count(i);
+    const int32_t query = in.query_start[s + 1] - in.query_start[s];
+    if (count < 1 || count > query)
+      return invalid_argument(
+          strformat("sampled sequence %d: sample count %d, must be in [1, its %d query tokens]", s,
+                    count, query));
+    num_rows += count;
+  }
+  if (in.sampling.size() != static_cast<size_t>(num_rows))
+    return invalid_argument(strformat("sampling must have one row per sampled row (%lld), got %zu",
+                                      static_cast<long long>(num_rows), in.sampling.size()));
   const int32_t bs = b.block_size;
   const int64_t num_slots = static_cast<int64_t>(b.num_blocks) * bs;
   int64_t pages_total = 0;

@@ -21,9 +21,10 @@ struct ModelInputBounds {
 // and a context (seq_lens) at least that long; block_tables of num_seqs rows of max_blocks_per_seq,
 // covering each context with block ids inside the cache; positions following from seq_lens; slots
 // (>= 0) matching the block table, negative ones not written; token ids inside the vocabulary;
-// sample_seqs ascending indices of scheduled sequences, one sampling row each. Every error names
-// the offending sequence or token. `total_pages` (optional) receives the number of KV pages the
-// step references (the sum over sequences of ceil(seq_len / block_size)).
+// sample_seqs ascending indices of scheduled sequences; sample_counts empty or one count per
+// sampled sequence, each in [1, its query length]; one sampling row per sampled row. Every error
+// names the offending sequence or token. `total_pages` (optional) receives the number of KV pages
+// the step references (the sum over sequences of ceil(seq_len / block_size)).
 Status check_model_input(const ModelInput& in, const ModelInputBounds& bounds,
                          int64_t* total_pages = nullptr);
 

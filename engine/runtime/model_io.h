@@ -5,6 +5,13 @@
 // token's K/V is written to, each sequence's block table, and which sequences are sampled this
 // step. A sequence whose prefill chunk ends before its prompt does is computed but not sampled.
 //
+// Multi-token steps (speculative decoding): a sampled sequence may end with k proposed (draft)
+// tokens after its last verified token. Its sample_counts entry is then 1 + k: the logits of its
+// 1 + k trailing tokens are sampled, one SamplingRow each, and accept_draft_tokens()
+// (draft_acceptance.h) keeps the drafts the model agrees with plus one token more. The K/V of
+// rejected drafts are written but never read: the engine rolls the sequence back, and those
+// positions are written again before any step reads them.
+//
 // KV slots: slot = block_id * block_size + offset_in_block. Attention for the token at position p
 // of sequence s reads positions [0, p] through block_tables[s] (causal), which includes tokens
 // computed in earlier steps (chunked prefill, prefix-cache hits) and the ones written this step.
@@ -61,8 +68,17 @@ struct ModelInput {
   int32_t max_seq_len = 0;    // max over seq_lens
   int32_t max_query_len = 0;  // max tokens of one sequence this step
 
-  // Sampled sequences (ascending indices into [0, S)) and their sampling rows, same length.
+  // Sampled sequences (ascending indices into [0, S)).
   std::vector<int32_t> sample_seqs;
+  // Per sample_seqs entry: how many TRAILING tokens of that sequence in this step have their
+  // logits sampled: 1, or 1 + k when its last k tokens are drafts to verify (1 <= count <= the
+  // sequence's query length). Empty means 1 for every sampled sequence: steps without drafts
+  // leave it empty (no per-step allocation on the hot decode path).
+  std::vector<int32_t> sample_counts;
+  // One row per sampled row: num_sample_rows() rows, sequence after sequence, positions ascending
+  // within a sequence. Row j of a sequence samples the token that follows its trailing token j:
+  // step = (the sequence's output count before this step) + j, banned tokens per min_tokens at that
+  // output index, penalty history prompt ++ output ++ the first j drafts.
   std::vector<SamplingRow> sampling;
 
   // The engine's expectation that the next step decodes exactly these sequences, one token each:
@@ -75,6 +91,21 @@ struct ModelInput {
 
   int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }
   int32_t num_seqs() const { return static_cast<int32_t>(seq_lens.size()); }
+  // sample_counts[i], or 1 when sample_counts is empty.
+  int32_t sample_count(size_t i) const { return sample_counts.empty() ? 1 : sample_counts[i]; }
+  // Rows of logits sampled this step: the sum of the counts (sample_seqs.size() without drafts).
+  int32_t num_sample_rows() const {
+    if (sample_counts.empty()) return static_cast<int32_t>(sample_seqs.size());
+    int32_t n = 0;
+    for (int32_t c : sample_counts) n += c;
+    return n;
+  }
+  // Whether some sampled sequence carries drafts (a count above 1).
+  bool has_drafts() const {
+    for (int32_t c : sample_counts)
+      if (c != 1) return true;
+    return false;
+  }
 };
 
 struct TokenLogprob {
@@ -82,15 +113,21 @@ struct TokenLogprob {
   float logprob = 0.0f;
 };
 
-// One entry per sample_seqs entry, in the same order.
+// A sampled token and its logprobs.
 struct SampledToken {
   TokenId token = -1;
   float logprob = 0.0f;                    // of the chosen token (when requested, else 0)
   std::vector<TokenLogprob> top_logprobs;  // the k most likely, highest first (when requested)
 };
 
+// What a step produced. `tokens` is flat: the tokens each sampled sequence produced, sequence after
+// sequence (sample_seqs order); num_tokens[i] of them (>= 1) belong to sample_seqs[i]. Empty
+// num_tokens means one token per sampled sequence (every step without drafts).
 struct ModelOutput {
   std::vector<SampledToken> tokens;
+  std::vector<int32_t> num_tokens;
+
+  int32_t num_tokens_of(size_t i) const { return num_tokens.empty() ? 1 : num_tokens[i]; }
 };
 
 }  // namespace lathe

@@ -35,11 +35,14 @@ class ModelRunner {
   // Allocates the paged KV cache; must be called once before execute().
   virtual Status allocate_kv_cache(int32_t num_blocks, int32_t block_size) = 0;
 
-  // Runs the forward pass for `input`, samples one token per sampled sequence.
+  // Runs the forward pass for `input`, samples one token per sampled row, and returns one token
+  // per sampled sequence, or with drafts the accepted ones and one more (accept_draft_tokens(),
+  // draft_acceptance.h, shared by every runner).
   virtual Result<ModelOutput> execute(const ModelInput& input) = 0;
 
-  // Runs the forward pass and returns the raw logits (float32) of the sampled sequences,
-  // row-major [sample_seqs.size(), vocab_size]. For tests and evaluation (perplexity).
+  // Runs the forward pass and returns the raw logits (float32) of the sampled rows, row-major
+  // [num_sample_rows(), vocab_size] (sample_seqs.size() rows without drafts). For tests and
+  // evaluation (perplexity).
   virtual Result<std::vector<float>> compute_logits(const ModelInput& input) = 0;
 
   virtual int64_t vocab_size() const = 0;
@@ -47,6 +50,11 @@ class ModelRunner {
   // The device state this runner shares with others created on it (device_context.h); null for
   // backends without one (the CPU).
   virtual std::shared_ptr<DeviceContext> device_context() const { return nullptr; }
+
+  // Whether execute() follows the multi-token contract (ModelInput::sample_counts, model_io.h):
+  // samples every sampled row and applies accept_draft_tokens(). The engine refuses a speculative
+  // config on a runner that does not.
+  virtual bool verifies_draft_tokens() const { return false; }
 };
 
 }  // namespace lathe

@@ -8,7 +8,7 @@ std::optional<ModelInput> predict_next_decode(const ModelInput& in, int32_t bloc
   const int32_t s = in.num_seqs();
   if (s == 0 || block_size <= 0 || in.num_tokens() != s ||
       static_cast<int32_t>(in.sample_seqs.size()) != s ||
-      in.sampling.size() != in.sample_seqs.size())
+      in.sampling.size() != in.sample_seqs.size() || in.has_drafts())
     return std::nullopt;
   for (int32_t i = 0; i < s; ++i) {
     const size_t k = static_cast<size_t>(i);
@@ -32,7 +32,7 @@ bool same_step(const ModelInput& a, const ModelInput& b) {
          a.seq_lens == b.seq_lens && a.block_tables == b.block_tables &&
          a.max_blocks_per_seq == b.max_blocks_per_seq && a.max_seq_len == b.max_seq_len &&
          a.max_query_len == b.max_query_len && a.sample_seqs == b.sample_seqs &&
-         a.sampling == b.sampling;
+         a.sample_counts == b.sample_counts && a.sampling == b.sampling;
 }
 
 }  // namespace lathe

@@ -72,6 +72,8 @@ Result<std::unique_ptr<ModelRunner>> create_model_runner(const LoadedModel& mode
     o.max_model_len = config.scheduler.max_model_len;
     o.block_size = config.cache.block_size;
     o.gpu_memory_utilization = config.cache.gpu_memory_utilization;
+    if (config.speculative.enabled())
+      o.num_speculative_tokens = config.speculative.num_speculative_tokens;
     std::vector<std::string> warnings;
     o.switches = cuda_backend::switches_from_environment(&warnings);
     for (const std::string& w : warnings) log_warning("CUDA: " + w);

@@ -43,6 +43,10 @@ void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget) {
     const int32_t num_new = std::min(uncomputed, budget);
     if (num_new <= 0) continue;
     if (num_new < uncomputed && !limits_.enable_chunked_prefill) continue;
+    const int32_t num_drafts =
+        seq.draft_tokens.empty()
+            ? 0
+            : schedulable_drafts(seq, budget, static_cast<int32_t>(running_.size() - i - 1));
 
     bool self_preempted = false;
     while (!kv_->allocate(seq.id, seq.num_computed_tokens + num_new)) {
@@ -64,9 +68,26 @@ void Scheduler::schedule_running(SchedulerOutput& out, int32_t& budget) {
       }
     }
     if (self_preempted) break;  // it was the newest: nothing runs after it
-    add_scheduled(out, seq, num_new);
-    budget -= num_new;
+    add_scheduled(out, seq, num_new, num_drafts);
+    budget -= num_new + num_drafts;
   }
+}
+
+int32_t Scheduler::schedulable_drafts(Sequence& seq, int32_t budget, int32_t num_later) {
+  int32_t n = 0;
+  if (seq.num_uncomputed_tokens() == 1) {
+    // One token for this sequence and one for each running sequence after it come first.
+    n = std::clamp(budget - 1 - num_later, 0, static_cast<int32_t>(seq.draft_tokens.size()));
+    // Only in blocks that are free: drafts never preempt. Short of blocks, as many as the
+    // sequence's own blocks hold.
+    if (n > 0 && !kv_->allocate(seq.id, seq.num_computed_tokens + 1 + n)) {
+      const int32_t held =
+          static_cast<int32_t>(kv_->block_table(seq.id).size()) * kv_->block_size();
+      n = std::clamp(held - seq.num_computed_tokens - 1, 0, n);
+    }
+  }
+  seq.draft_tokens.resize(static_cast<size_t>(n));
+  return n;
 }
 
 bool Scheduler::may_admit(const Sequence& seq) const {
@@ -99,33 +120,44 @@ void Scheduler::schedule_waiting(SchedulerOutput& out, int32_t& budget) {
     seq.num_computed_tokens = hit.num_tokens;
     seq.status = SeqStatus::kRunning;
     insert_running(&seq);
-    add_scheduled(out, seq, num_new);
+    add_scheduled(out, seq, num_new, 0);
     budget -= num_new;
   }
 }
 
-void Scheduler::add_scheduled(SchedulerOutput& out, Sequence& seq, int32_t num_new) {
+void Scheduler::add_scheduled(SchedulerOutput& out, Sequence& seq, int32_t num_new,
+                              int32_t num_drafts) {
   ScheduledSequence s;
   s.id = seq.id;
   s.num_computed_tokens = seq.num_computed_tokens;
-  s.num_new_tokens = num_new;
+  s.num_new_tokens = num_new + num_drafts;
   s.num_prompt_tokens = seq.num_prompt_tokens;
+  s.num_draft_tokens = num_drafts;
   s.sample = seq.num_computed_tokens + num_new == seq.num_tokens();
   s.token_ids.assign(seq.tokens.begin() + seq.num_computed_tokens,
                      seq.tokens.begin() + seq.num_computed_tokens + num_new);
+  if (num_drafts > 0)
+    s.token_ids.insert(s.token_ids.end(), seq.draft_tokens.begin(),
+                       seq.draft_tokens.begin() + num_drafts);
   const auto table = kv_->block_table(seq.id);
   s.block_table.assign(table.begin(), table.end());
-  seq.num_computed_tokens += num_new;
+  seq.num_computed_tokens += num_new + num_drafts;
+  seq.num_scheduled_drafts = num_drafts;
   // The K/V of every full block up to here are written by this step: publish them now so that
-  // requests admitted in this same step already share them.
-  kv_->cache_blocks(seq.id, seq.tokens, seq.num_computed_tokens, seq.extra_key);
-  out.num_batched_tokens += num_new;
+  // requests admitted in this same step already share them. Only verified tokens: drafts are not
+  // in seq.tokens.
+  kv_->cache_blocks(seq.id, seq.tokens, std::min(seq.num_computed_tokens, seq.num_tokens()),
+                    seq.extra_key);
+  out.num_batched_tokens += num_new + num_drafts;
+  out.num_draft_tokens += num_drafts;
   out.seqs.push_back(std::move(s));
 }
 
 void Scheduler::preempt(Sequence& seq, SchedulerOutput& out) {
   kv_->free(seq.id);
   seq.num_computed_tokens = 0;
+  seq.draft_tokens.clear();  // recomputed from its verified tokens; proposals come again later
+  seq.num_scheduled_drafts = 0;
   seq.status = SeqStatus::kWaiting;
   ++num_preemptions_;
   insert_waiting(&seq);
@@ -140,10 +172,41 @@ void Scheduler::insert_waiting(Sequence* seq) {
   waiting_.insert(std::upper_bound(waiting_.begin(), waiting_.end(), seq, earlier), seq);
 }
 
+void Scheduler::set_draft_tokens(RequestId id, std::span<const TokenId> drafts) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return;
+  Sequence& seq = *it->second;
+  if (seq.status == SeqStatus::kRunning && seq.num_uncomputed_tokens() == 1) {
+    seq.draft_tokens.assign(drafts.begin(), drafts.end());
+  } else {
+    seq.draft_tokens.clear();
+  }
+}
+
 void Scheduler::append_token(RequestId id, TokenId token) {
   auto it = seqs_.find(id);
   if (it == seqs_.end()) return;
   it->second->tokens.push_back(token);
+  if (it->second->num_scheduled_drafts > 0) resolve_drafts(*it->second, 1);
+}
+
+void Scheduler::append_tokens(RequestId id, std::span<const TokenId> tokens) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return;
+  Sequence& seq = *it->second;
+  seq.tokens.insert(seq.tokens.end(), tokens.begin(), tokens.end());
+  resolve_drafts(seq, static_cast<int32_t>(tokens.size()));
+}
+
+void Scheduler::resolve_drafts(Sequence& seq, int32_t num_appended) {
+  if (seq.num_scheduled_drafts > 0) {
+    const int32_t accepted = std::clamp(num_appended - 1, 0, seq.num_scheduled_drafts);
+    seq.num_computed_tokens -= seq.num_scheduled_drafts - accepted;
+    // The rejected drafts' K/V stay in the kept blocks until rewritten; blocks past the tokens go.
+    kv_->truncate(seq.id, seq.num_tokens());
+  }
+  seq.num_scheduled_drafts = 0;
+  seq.draft_tokens.clear();
 }
 
 bool Scheduler::finish(RequestId id) {

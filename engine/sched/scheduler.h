@@ -17,6 +17,11 @@
 //      are shared and their tokens count as computed.
 // Static batching: a batch of up to max_num_seqs waiting sequences is chosen when nothing runs,
 // and no other sequence is admitted until every member has finished.
+// Draft tokens (speculative decoding): a decoding sequence with proposed drafts computes 1 + k
+// tokens, k no more than its drafts and the budget left after one token for every running sequence
+// after it, and only when the blocks for them are free: drafts are dropped rather than starve or
+// preempt anyone. append_tokens() then rolls back the rejected ones and frees the blocks wholly
+// past the kept tokens. Prefix-cache publication only ever covers verified tokens.
 //
 // Single-threaded: the engine core's thread owns it.
 #pragma once
@@ -24,6 +29,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <span>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -55,14 +61,25 @@ class Scheduler {
   // nothing can run.
   SchedulerOutput schedule();
 
+  // Proposes drafts to follow a running sequence's tokens in its next step, replacing any earlier
+  // proposal; ignored unless the sequence is decoding (one uncomputed token). The caller keeps
+  // them within the sequence's limits (max_tokens, max-model-len).
+  void set_draft_tokens(RequestId id, std::span<const TokenId> drafts);
+
   // Appends a sampled token to a sequence scheduled with sample = true.
   void append_token(RequestId id, TokenId token);
+  // Appends what a step produced for a sequence scheduled with sample = true: one token, or with k
+  // drafts the accepted drafts (at most k) and one token more. num_computed_tokens rolls back by
+  // the rejected drafts, whose blocks wholly past the sequence's tokens are freed.
+  void append_tokens(RequestId id, std::span<const TokenId> tokens);
 
   // Removes a sequence (finished, aborted or failed) from the waiting or running set and frees its
   // blocks. Returns false for unknown ids.
   bool finish(RequestId id);
 
   const Sequence* find(RequestId id) const;
+  // Running sequences, oldest first (the order schedule() serves them).
+  const std::vector<Sequence*>& running() const { return running_; }
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
   bool has_unfinished() const { return !seqs_.empty(); }
@@ -73,7 +90,12 @@ class Scheduler {
  private:
   void schedule_running(SchedulerOutput& out, int32_t& budget);
   void schedule_waiting(SchedulerOutput& out, int32_t& budget);
-  void add_scheduled(SchedulerOutput& out, Sequence& seq, int32_t num_new);
+  // Drafts `seq` may carry in this step (0 when it does not decode, or budget or blocks lack);
+  // allocates their blocks.
+  int32_t schedulable_drafts(Sequence& seq, int32_t budget, int32_t num_later);
+  void add_scheduled(SchedulerOutput& out, Sequence& seq, int32_t num_new, int32_t num_drafts);
+  // After a step's tokens are appended: rolls back the rejected drafts (append_tokens()).
+  void resolve_drafts(Sequence& seq, int32_t num_appended);
   void preempt(Sequence& seq, SchedulerOutput& out);
   void insert_running(Sequence* seq);
   void insert_waiting(Sequence* seq);

@@ -12,11 +12,15 @@ namespace lathe {
 struct ScheduledSequence {
   RequestId id = 0;
   int32_t num_computed_tokens = 0;  // before this step: the position of token_ids[0]
-  int32_t num_new_tokens = 0;       // tokens computed this step (== token_ids.size())
+  int32_t num_new_tokens = 0;       // tokens computed this step (== token_ids.size()), drafts too
   int32_t num_prompt_tokens = 0;
-  // The step computes the sequence's last uncomputed token: one token is sampled from its logits.
+  // Of token_ids, the trailing ones that are proposed drafts (speculative decoding): the step
+  // verifies them; 0 on every ordinary step.
+  int32_t num_draft_tokens = 0;
+  // The step computes the sequence's last uncomputed token: one token is sampled from its logits
+  // (with drafts, one per draft more).
   bool sample = false;
-  std::vector<TokenId> token_ids;    // the tokens computed this step
+  std::vector<TokenId> token_ids;    // the tokens computed this step, drafts last
   std::vector<int32_t> block_table;  // all of the sequence's blocks after this step's allocation
 
   int32_t context_len() const { return num_computed_tokens + num_new_tokens; }
@@ -48,7 +52,8 @@ struct SchedulerOutput {
   std::vector<AdmittedSequence> admitted;
   std::vector<RequestId> preempted;    // preempted by this call (blocks freed, back to waiting)
   std::vector<FailedSequence> failed;  // removed by this call
-  int32_t num_batched_tokens = 0;      // sum of num_new_tokens
+  int32_t num_batched_tokens = 0;      // sum of num_new_tokens (drafts included)
+  int32_t num_draft_tokens = 0;        // sum of num_draft_tokens
 
   bool empty() const { return seqs.empty(); }
 };

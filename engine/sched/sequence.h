@@ -5,6 +5,12 @@
 // prefix-cache hit (num_computed_tokens jumps ahead) and recompute after preemption
 // (num_computed_tokens drops to 0) are all cases of it. When a step brings num_computed_tokens up
 // to num_tokens(), the model samples one token, which append_token() adds.
+//
+// Speculative decoding: a decoding sequence may carry proposed draft tokens. They ride in the step
+// after its last token (num_computed_tokens then runs ahead of num_tokens() until the step's result
+// is known), the model verifies them, and append_tokens() adds the accepted drafts and one more
+// token, rolling num_computed_tokens back by the rejected ones. Drafts never enter `tokens`, so
+// the prefix cache only ever hashes verified tokens.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +33,10 @@ struct Sequence {
   SeqStatus status = SeqStatus::kWaiting;
   uint64_t arrival_index = 0;      // FCFS order, assigned by Scheduler::add()
   int32_t num_cached_tokens = -1;  // prefix-cache hit at first admission; -1 before it
+  // Proposed tokens to follow `tokens` (Scheduler::set_draft_tokens); schedule() trims them to what
+  // the step carries, append_tokens() clears them.
+  std::vector<TokenId> draft_tokens;
+  int32_t num_scheduled_drafts = 0;  // drafts in the scheduled step whose result is not yet in
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }

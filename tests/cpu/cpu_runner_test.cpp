@@ -269,6 +269,97 @@ class CpuRunnerTest : public QObject {
                         two.ref.vocab * sizeof(float)) == 0);
   }
 
+  // A multi-token step that samples the trailing rows of sequences (drafts to verify, model_io.h):
+  // every row matches transformers at its position, bit for bit what one-token steps give, and
+  // execute() keeps the drafts the argmax agrees with (draft_acceptance.h).
+  void rows_of_a_step_with_drafts_match_transformers() {
+    Fixture f, g;
+    LATHE_QVERIFY_OK(open_fixture("llama_tied", 2, &f));
+    LATHE_QVERIFY_OK(open_fixture("llama_tied", 2, &g));
+    std::mt19937 rng(7);
+    int32_t max_blocks;
+    std::vector<Seq> seqs = make_seqs(f.ref, rng, &max_blocks);
+    std::vector<Seq> single = seqs;
+    LATHE_QVERIFY_RESULT(f.runner->compute_logits(make_step(seqs, {10, 6}, max_blocks)));
+    LATHE_QVERIFY_RESULT(g.runner->compute_logits(make_step(single, {10, 6}, max_blocks)));
+    // Sequence 0 computes 4 tokens and samples all 4 rows; sequence 1 computes 3 and samples 2.
+    ModelInput in = make_step(seqs, {4, 3}, max_blocks);
+    in.sample_counts = {4, 2};
+    const SamplingRow greedy_row = in.sampling[0];
+    in.sampling.assign(6, greedy_row);
+    Result<std::vector<float>> rows = f.runner->compute_logits(in);
+    LATHE_QVERIFY_RESULT(rows);
+    QCOMPARE(rows->size(), size_t{6} * size_t(f.ref.vocab));
+    const int32_t positions[6][2] = {{0, 10}, {0, 11}, {0, 12}, {0, 13}, {1, 7}, {1, 8}};
+    for (int r = 0; r < 6; ++r) {
+      const double d = max_diff(rows->data() + r * f.ref.vocab,
+                                f.ref.row(positions[r][0], positions[r][1]), f.ref.vocab);
+      QVERIFY2(d <= kTolerance, qPrintable(QString("row %1: max |Δ| %2").arg(r).arg(d)));
+    }
+    // The same positions one token per step on the other runner: the same bits.
+    for (int t = 0; t < 4; ++t) {
+      Result<std::vector<float>> one =
+          g.runner->compute_logits(make_step(single, {1, t < 3 ? 1 : 0}, max_blocks));
+      LATHE_QVERIFY_RESULT(one);
+      QVERIFY(std::memcmp(one->data(), rows->data() + t * f.ref.vocab,
+                          f.ref.vocab * sizeof(float)) == 0);
+      if (t == 1 || t == 2)
+        QVERIFY(std::memcmp(one->data() + f.ref.vocab, rows->data() + (3 + t) * f.ref.vocab,
+                            f.ref.vocab * sizeof(float)) == 0);
+    }
+
+    // execute(): sequence 0's drafts are its last 3 tokens. Make the first one the argmax of row 0
+    // (so it is accepted) by recomputing the step on a fresh runner with that token.
+    auto argmax = [&](const float* row) {
+      return static_cast<TokenId>(std::max_element(row, row + f.ref.vocab) - row);
+    };
+    Fixture h;
+    LATHE_QVERIFY_OK(open_fixture("llama_tied", 2, &h));
+    std::vector<Seq> again = make_seqs(h.ref, rng, &max_blocks);
+    LATHE_QVERIFY_RESULT(h.runner->compute_logits(make_step(again, {10, 0}, max_blocks)));
+    again[0].tokens[11] = argmax(rows->data());  // d_1 := s_0
+    ModelInput spec = make_step(again, {4, 0}, max_blocks);
+    spec.sample_counts = {4};
+    spec.sampling.assign(4, greedy_row);
+    Result<ModelOutput> out = h.runner->execute(spec);
+    LATHE_QVERIFY_RESULT(out);
+    QCOMPARE(out->num_tokens.size(), size_t{1});
+    QVERIFY(out->num_tokens[0] >= 2);
+    QCOMPARE(out->tokens.size(), size_t(out->num_tokens[0]));
+    QCOMPARE(out->tokens[0].token, again[0].tokens[11]);
+    for (int j = 1; j + 1 < out->num_tokens[0]; ++j)
+      QCOMPARE(out->tokens[j].token, again[0].tokens[11 + j]);  // accepted drafts are the drafts
+  }
+
+  void bad_sample_counts_are_errors_not_crashes() {
+    Fixture f;
+    LATHE_QVERIFY_OK(open_fixture("llama_tied", 1, &f));
+    std::mt19937 rng(8);
+    int32_t max_blocks;
+    std::vector<Seq> seqs = make_seqs(f.ref, rng, &max_blocks);
+    const ModelInput in = make_step(seqs, {3, 2}, max_blocks);
+    ModelInput bad = in;
+    bad.sample_counts = {4, 1};  // more rows than the sequence's 3 tokens
+    bad.sampling.resize(5);
+    Result<ModelOutput> r = f.runner->execute(bad);
+    QVERIFY(!r.is_ok());
+    QVERIFY2(r.status().message().find("sample count 4") != std::string::npos,
+             r.status().message().c_str());
+    bad = in;
+    bad.sample_counts = {2, 1};  // 3 rows but 2 sampling rows
+    r = f.runner->execute(bad);
+    QVERIFY(!r.is_ok());
+    QVERIFY2(r.status().message().find("one row per sampled row (3)") != std::string::npos,
+             r.status().message().c_str());
+    bad = in;
+    bad.sample_counts = {2};  // not one per sampled sequence
+    QVERIFY(!f.runner->execute(bad).is_ok());
+    bad = in;
+    bad.sample_counts = {0, 1};
+    QVERIFY(!f.runner->execute(bad).is_ok());
+    QVERIFY(f.runner->execute(in).is_ok());
+  }
+
   void execute_samples_the_argmax_when_greedy() {
     Fixture f;
     LATHE_QVERIFY_OK(open_fixture("llama_tied", 2, &f));

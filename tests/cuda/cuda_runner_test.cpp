@@ -90,6 +90,44 @@ struct Batch {
   }
 };
 
+// The step that verifies `k` draft tokens after each sequence's last token (speculative decoding):
+// every sequence computes its last token and the drafts, and samples all 1 + k rows (greedy).
+// The batch is not changed: the drafts' K/V are rewritten by the next step.
+ModelInput draft_step(Batch& b, int32_t k, int64_t vocab, int32_t max_blocks) {
+  ModelInput in;
+  in.query_start.push_back(0);
+  in.max_blocks_per_seq = max_blocks;
+  for (size_t s = 0; s < b.tokens.size(); ++s) {
+    std::vector<TokenId> seq = b.tokens[s];
+    for (int32_t j = 0; j < k; ++j)
+      seq.push_back(static_cast<TokenId>((static_cast<int64_t>(s) * 37 + j * 11 + 5) % vocab));
+    const int32_t len = static_cast<int32_t>(seq.size());
+    while (static_cast<int32_t>(b.blocks[s].size()) * kBlock < len)
+      b.blocks[s].push_back(b.next_block++);
+    for (int32_t p = b.computed[s]; p < len; ++p) {
+      in.token_ids.push_back(seq[static_cast<size_t>(p)]);
+      in.positions.push_back(p);
+      in.slot_mapping.push_back(int64_t{b.blocks[s][p / kBlock]} * kBlock + p % kBlock);
+    }
+    in.query_start.push_back(static_cast<int32_t>(in.token_ids.size()));
+    in.seq_lens.push_back(len);
+    in.max_seq_len = std::max(in.max_seq_len, len);
+    in.max_query_len = std::max(in.max_query_len, len - b.computed[s]);
+    std::vector<int32_t> row = b.blocks[s];
+    row.resize(static_cast<size_t>(max_blocks), 0);
+    in.block_tables.insert(in.block_tables.end(), row.begin(), row.end());
+    in.sample_seqs.push_back(static_cast<int32_t>(s));
+    in.sample_counts.push_back(1 + k);
+    for (int32_t j = 0; j <= k; ++j) {
+      SamplingRow r;
+      r.temperature = 0.f;
+      r.step = static_cast<uint64_t>(j);
+      in.sampling.push_back(r);
+    }
+  }
+  return in;
+}
+
 TokenId argmax(const float* l, int64_t n) {
   int64_t best = 0;
   for (int64_t i = 1; i < n; ++i)
@@ -309,6 +347,81 @@ class CudaRunnerTest : public QObject {
         auto* r = dynamic_cast<cuda::CudaModelRunner*>(graph.value().get());
         QVERIFY(r != nullptr && r->last_step_times().graph);
       }
+    }
+  }
+
+  // Multi-token steps (speculative decoding): a step verifying k drafts per sequence gives the
+  // CPU's logits at every one of its 1 + k rows, eagerly and as the CUDA graph of its bucket (query
+  // length 1 + k), and execute() returns the accepted tokens (draft_acceptance.h).
+  void drafts_verify_in_one_step() {
+    LATHE_REQUIRE_GPU();
+    auto m = load_fixture("qwen3_untied_bf16");
+    LATHE_QVERIFY_RESULT(m);
+    constexpr int32_t k = 3;
+    auto cpu = make_cpu(m.value(), 64);
+    auto make = [&](bool eager) -> Result<std::unique_ptr<ModelRunner>> {
+      CudaRunnerOptions o;
+      o.enforce_eager = eager;
+      o.max_num_seqs = 8;
+      o.max_num_batched_tokens = 512;
+      o.max_model_len = 512;
+      o.gpu_memory_utilization = 0.5;
+      o.num_speculative_tokens = k;
+      LATHE_ASSIGN_OR_RETURN(std::unique_ptr<ModelRunner> r,
+                             create_cuda_model_runner(m.value(), o));
+      LATHE_RETURN_IF_ERROR(r->allocate_kv_cache(64, kBlock));
+      return r;
+    };
+    auto graph = make(false);
+    auto eager = make(true);
+    LATHE_QVERIFY_RESULT(graph);
+    LATHE_QVERIFY_RESULT(eager);
+    QVERIFY(graph.value()->verifies_draft_tokens());
+    auto* gr = dynamic_cast<cuda::CudaModelRunner*>(graph.value().get());
+    QVERIFY(gr != nullptr && !gr->graph_buckets(1 + k).empty());
+    const int64_t v = m.value().config.vocab_size;
+    Batch b(synthetic_prompts(v));
+    {
+      const ModelInput pre = b.step(16);
+      for (ModelRunner* r : {cpu.get(), graph.value().get(), eager.value().get()})
+        LATHE_QVERIFY_RESULT(r->compute_logits(pre));
+      auto lc = cpu->compute_logits(pre);
+      std::vector<TokenId> next;
+      for (size_t s = 0; s < b.tokens.size(); ++s) next.push_back(argmax(lc->data() + s * v, v));
+      b.advance(next);
+    }
+    for (int round = 0; round < 3; ++round) {
+      const ModelInput in = draft_step(b, k, v, 16);
+      QCOMPARE(in.num_sample_rows(), static_cast<int32_t>(b.tokens.size()) * (1 + k));
+      auto lc = cpu->compute_logits(in);
+      auto lg = graph.value()->compute_logits(in);
+      QVERIFY(gr->last_step_times().graph);
+      auto le = eager.value()->compute_logits(in);
+      LATHE_QVERIFY_RESULT(lc);
+      LATHE_QVERIFY_RESULT(lg);
+      LATHE_QVERIFY_RESULT(le);
+      QCOMPARE(lg->size(), lc->size());
+      LATHE_QVERIFY_REL(lg.value(), le.value(), 1e-2);
+      LATHE_QVERIFY_REL(le.value(), lc.value(), 5e-2);
+      auto out = graph.value()->execute(in);
+      LATHE_QVERIFY_RESULT(out);
+      QCOMPARE(out->num_tokens.size(), b.tokens.size());
+      size_t at = 0;
+      std::vector<TokenId> next;
+      for (size_t s = 0; s < b.tokens.size(); ++s) {
+        const int32_t n = out->num_tokens_of(s);
+        QVERIFY(n >= 1 && n <= 1 + k);
+        // The first token is the greedy choice at the last real token; each further one follows an
+        // accepted draft.
+        QCOMPARE(out->tokens[at].token,
+                 argmax(lg->data() + s * (1 + k) * static_cast<size_t>(v), v));
+        for (int32_t j = 1; j < n; ++j)
+          QCOMPARE(out->tokens[at + j - 1].token,
+                   in.token_ids[static_cast<size_t>(in.query_start[s] + j)]);
+        next.push_back(out->tokens[at].token);
+        at += static_cast<size_t>(n);
+      }
+      b.advance(next);
     }
   }
 

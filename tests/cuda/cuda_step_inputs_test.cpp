@@ -1,8 +1,9 @@
 // The CUDA runner's host-side step packing (engine/backend/cuda/step_inputs.h): no GPU needed, so
 // it runs in CI. Checks the packed layout the kernels read: page lists in CSR form with the last
 // page's length, padding of a decode step to a graph bucket, the LM-head rows and the sampling
-// rows' logits rows in eager and graph form, banned ids and penalty histories, and the validation
-// of inputs that would make a kernel read or write outside the cache.
+// rows' logits rows in eager and graph form, banned ids and penalty histories, steps with draft
+// tokens (several sampled rows per sequence, one shared penalty history), and the validation of
+// inputs that would make a kernel read or write outside the cache.
 #include <QtTest>
 
 #include "engine/backend/cuda/step_inputs.h"
@@ -124,6 +125,81 @@ class CudaStepInputsTest : public QObject {
     for (int i = 0; i < 4; ++i) QCOMPARE(a.lm_rows[i], i);
     QCOMPARE(a.sampling[0].logits_row, 0);
     QCOMPARE(a.sampling[1].logits_row, 2);  // graph rows: the sequence's row
+  }
+
+  // s0 verifies 3 drafts: 4 tokens at positions 8..11 (context 12, blocks 3, 5, 6), all 4 rows
+  // sampled with penalties; s1 decodes one token at position 4 (context 5, blocks 7 and 30).
+  void packs_a_step_with_drafts() {
+    ModelInput in;
+    in.token_ids = {21, 22, 23, 24, 14};
+    in.positions = {8, 9, 10, 11, 4};
+    in.max_blocks_per_seq = 3;
+    in.block_tables = {3, 5, 6, 7, 30, 0};
+    in.slot_mapping = {6 * 4 + 0, 6 * 4 + 1, 6 * 4 + 2, 6 * 4 + 3, 30 * 4 + 0};
+    in.query_start = {0, 4, 5};
+    in.seq_lens = {12, 5};
+    in.max_seq_len = 12;
+    in.max_query_len = 4;
+    in.sample_seqs = {0, 1};
+    in.sample_counts = {4, 1};
+    std::vector<TokenId> history{1, 2, 3, 4, 5, 6, 7, 8, 21};  // prompt 6 ++ 3 outputs
+    for (int j = 0; j < 4; ++j) {
+      SamplingRow r;
+      r.repetition_penalty = 1.1f;
+      r.step = static_cast<uint64_t>(3 + j);
+      r.history_tokens = history;
+      r.history_prompt_len = 6;
+      if (j < 2) r.banned_tokens = {2};
+      in.sampling.push_back(r);
+      history.push_back(in.token_ids[static_cast<size_t>(1 + j)]);  // row j+1 sees draft j+1
+    }
+    in.sampling.push_back(SamplingRow{});
+    LATHE_QVERIFY_OK(check_step(in, limits()));
+    std::vector<uint8_t> host(4096, 0xAB);
+    PackedStep p;
+    LATHE_QVERIFY_OK(pack_step(in, limits(), 0, false, host.data(), 4096, 4096, &p));
+    QCOMPARE(p.num_samples, 5);
+    QCOMPARE(p.num_lm_rows, 5);
+    QCOMPARE(p.layout.fixed_bytes, StepLayout::make(5, 2, 5).fixed_bytes);
+    QVERIFY(p.layout.fixed_bytes > StepLayout::make(5, 2).fixed_bytes);  // 5 row slots, not 2
+    QVERIFY(p.needs_processing);
+    const StepArrays a = StepArrays::at(host.data(), p.layout);
+    for (int r = 0; r < 5; ++r) {
+      QCOMPARE(a.lm_rows[r], r);  // s0's 4 trailing tokens, then s1's one
+      QCOMPARE(a.sampling[r].logits_row, r);
+    }
+    QCOMPARE(a.sampling[2].step, uint64_t{5});
+    QCOMPARE(a.sampling[1].banned_end - a.sampling[1].banned_begin, 1);
+    QCOMPARE(a.sampling[2].banned_end, a.sampling[2].banned_begin);
+    // One history for s0's rows: row j reads the first 9 + j tokens of it.
+    const int32_t* hist = reinterpret_cast<const int32_t*>(host.data() + p.history_offset);
+    for (int j = 0; j < 4; ++j) {
+      const DeviceSamplingRow& d = a.sampling[j];
+      QCOMPARE(d.history_begin, a.sampling[0].history_begin);
+      QCOMPARE(d.history_prompt_end - d.history_begin, 6);
+      QCOMPARE(d.history_end - d.history_begin, 9 + j);
+      for (int t = 0; t < 9 + j; ++t)
+        QCOMPARE(hist[d.history_begin + t], in.sampling[j].history_tokens[t]);
+    }
+    QCOMPARE(p.bytes, p.history_offset + 4 * int64_t{9 + 3});  // shared, not 9 + 10 + 11 + 12
+    QVERIFY(p.bytes <= step_bytes(in, limits(), 0));
+
+    // A decode graph runs one token per sequence: it refuses drafts.
+    QVERIFY(!pack_step(in, limits(), 2, true, host.data(), 4096, 4096, &p).is_ok());
+    // More sampled rows than the runner planned for.
+    StepLimits small = limits();
+    small.max_sample_rows = 4;
+    const Status st = check_step(in, small);
+    QVERIFY(!st.is_ok());
+    QVERIFY2(st.message().find("samples 5 rows") != std::string::npos, st.message().c_str());
+    small.max_sample_rows = 0;
+    small.max_seqs = 4;  // 0: one row per sequence at most
+    QVERIFY(!check_step(in, small).is_ok());
+    // A count larger than the sequence's query.
+    ModelInput bad = in;
+    bad.sample_counts = {4, 2};
+    bad.sampling.push_back(SamplingRow{});
+    QVERIFY(!check_step(bad, limits()).is_ok());
   }
 
   void refuses_inputs_outside_the_cache() {

@@ -82,6 +82,35 @@ class CliTest : public QObject {
     QVERIFY2(r.err.contains("--max-num-batched-tokens"), qPrintable(r.err));
   }
 
+  void speculative_config_errors_name_the_field() {
+    const std::pair<const char*, const char*> cases[] = {
+        {"not json", "must be a JSON object"},
+        {R"({"method": "eagle", "num_speculative_tokens": 2})", "method must be \"ngram\""},
+        {R"({"method": "ngram", "num_speculative_tokens": -2})", "num_speculative_tokens"},
+        {R"({"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_min": 4,
+             "prompt_lookup_max": 2})",
+         "prompt_lookup_min (4) must be <= prompt_lookup_max (2)"},
+        {R"({"method": "ngram", "num_speculative_tokens": "four"})", "must be an integer"},
+        {R"({"method": "ngram", "num_speculative_tokens": 2, "model": "x"})", "unknown key"},
+    };
+    for (const auto& [json, message] : cases) {
+      Run r = run_lathe(
+          QStringList{"bench", "throughput", "--num-prompts", "1", "--speculative-config", json} +
+          dummy_fixture());
+      QVERIFY2(r.exit_code != 0, json);
+      QCOMPARE(error_lines(r.err).size(), 1);
+      QVERIFY2(r.err.contains(message), qPrintable(r.err));
+    }
+    // A valid one runs (ids only: --load-format dummy has no tokenizer).
+    Run ok = run_lathe(QStringList{"bench", "throughput", "--num-prompts", "4", "--input-len", "16",
+                                   "--output-len", "8", "--speculative-config",
+                                   R"({"method": "ngram", "num_speculative_tokens": 3,
+                                       "prompt_lookup_max": 3, "prompt_lookup_min": 1})"} +
+                       dummy_fixture());
+    QVERIFY2(ok.exit_code == 0, qPrintable(ok.err));
+    QVERIFY2(ok.out.contains("Throughput: "), qPrintable(ok.out));
+  }
+
   void bench_throughput_reports_and_writes_json() {
     QTemporaryDir dir;
     const QString json = dir.filePath("throughput.json");

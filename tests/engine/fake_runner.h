@@ -5,18 +5,21 @@
 // paging mistake (a wrong slot, a wrong block table, a stale prefix-cache block, a recompute that
 // skips a token) changes the output or fails the step with an error naming the problem.
 // Within a step, every token is written before any context is read, as the ModelInput contract
-// asks.
+// asks. Drafts are verified as a real runner does: each of a sequence's sampled rows reads the
+// context up to its own position, and accept_draft_tokens() keeps what the model agrees with.
 #pragma once
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "engine/core/strings.h"
+#include "engine/runtime/draft_acceptance.h"
 #include "engine/runtime/model_runner.h"
 #include "engine/runtime/next_decode_input.h"
 
@@ -29,7 +32,8 @@ struct FakeRunnerOptions {
   int32_t step_delay_ms = 0;    // sleep in each execute(), to hold requests mid-stream
   int32_t force_token_at = -1;  // output index at which every sequence produces force_token
   TokenId force_token = 2;
-  int64_t fail_at_step = -1;  // execute() number (1-based) that returns an error
+  int64_t fail_at_step = -1;    // execute() number (1-based) that returns an error
+  bool verifies_drafts = true;  // verifies_draft_tokens()
 };
 
 class FakeModelRunner : public ModelRunner {
@@ -47,6 +51,7 @@ class FakeModelRunner : public ModelRunner {
     return Status::ok();
   }
   int64_t vocab_size() const override { return options_.vocab_size; }
+  bool verifies_draft_tokens() const override { return options_.verifies_drafts; }
 
   Result<ModelOutput> execute(const ModelInput& in) override {
     ++num_steps_;
@@ -63,14 +68,9 @@ class FakeModelRunner : public ModelRunner {
       expected_.reset();
     }
     continues_.push_back(in.next_step_continues);
-    LATHE_RETURN_IF_ERROR(check_and_write(in));
     ModelOutput out;
-    for (size_t k = 0; k < in.sample_seqs.size(); ++k) {
-      const int32_t s = in.sample_seqs[k];
-      std::vector<TokenId> context;
-      LATHE_RETURN_IF_ERROR(read_context(in, s, &context));
-      out.tokens.push_back({next_token(context, in.sampling[k]), 0.0f, {}});
-    }
+    LATHE_RETURN_IF_ERROR(sample_rows(in, &out));
+    LATHE_RETURN_IF_ERROR(accept_draft_tokens(in, &out));
     tokens_computed_ += in.num_tokens();
     if (in.next_step_continues) {
       expected_ = predict_next_decode(in, block_size_);
@@ -81,37 +81,25 @@ class FakeModelRunner : public ModelRunner {
     return out;
   }
 
+  // One-hot rows at the token each sampled row would produce.
   Result<std::vector<float>> compute_logits(const ModelInput& in) override {
-    LATHE_ASSIGN_OR_RETURN(ModelOutput out, execute(in));
-    std::vector<float> logits(in.sample_seqs.size() * static_cast<size_t>(options_.vocab_size),
-                              0.f);
+    ++num_steps_;
+    ModelOutput out;
+    LATHE_RETURN_IF_ERROR(sample_rows(in, &out));
+    std::vector<float> logits(out.tokens.size() * static_cast<size_t>(options_.vocab_size), 0.f);
     for (size_t k = 0; k < out.tokens.size(); ++k)
       logits[k * options_.vocab_size + out.tokens[k].token] = 1.f;
     return logits;
   }
 
   // The token a context produces (greedy), for tests that predict outputs.
-  TokenId greedy_next(const std::vector<TokenId>& context) const {
+  TokenId greedy_next(std::span<const TokenId> context) const {
     return static_cast<TokenId>(3 + hash(context, 0, 0) %
                                         static_cast<uint64_t>(options_.vocab_size - 3));
   }
-
-  int64_t num_steps() const { return num_steps_; }
-  int64_t tokens_computed() const { return tokens_computed_; }
-  std::vector<int32_t> step_sizes() const { return step_sizes_; }  // sequences per step
-  std::vector<bool> continues() const { return continues_; }       // next_step_continues per step
-  // Steps that were (hits) or were not (misses) the step predicted after a next_step_continues one.
-  int64_t lookahead_hits() const { return lookahead_hits_; }
-  int64_t lookahead_misses() const { return lookahead_misses_; }
-
- private:
-  static uint64_t hash(const std::vector<TokenId>& ctx, uint64_t seed, uint64_t step) {
-    uint64_t h = 1469598103934665603ull ^ (seed * 0x9e3779b97f4a7c15ull) ^ (step << 17);
-    for (TokenId t : ctx) h = (h ^ static_cast<uint32_t>(t)) * 1099511628211ull;
-    return h ^ (h >> 29);
-  }
-
-  TokenId next_token(const std::vector<TokenId>& ctx, const SamplingRow& row) const {
+  // The token a context produces with `row`'s sampling (greedy or seeded; forced and banned tokens
+  // as options and row say).
+  TokenId next_token(std::span<const TokenId> ctx, const SamplingRow& row) const {
     TokenId t;
     if (options_.force_token_at >= 0 &&
         row.step == static_cast<uint64_t>(options_.force_token_at)) {
@@ -129,13 +117,51 @@ class FakeModelRunner : public ModelRunner {
     return t;
   }
 
+  int64_t num_steps() const { return num_steps_; }
+  int64_t tokens_computed() const { return tokens_computed_; }
+  int64_t rows_sampled() const { return rows_sampled_; }  // logits rows sampled (drafts too)
+  std::vector<int32_t> step_sizes() const { return step_sizes_; }  // sequences per step
+  std::vector<bool> continues() const { return continues_; }       // next_step_continues per step
+  // Steps that were (hits) or were not (misses) the step predicted after a next_step_continues one.
+  int64_t lookahead_hits() const { return lookahead_hits_; }
+  int64_t lookahead_misses() const { return lookahead_misses_; }
+
+ private:
+  static uint64_t hash(std::span<const TokenId> ctx, uint64_t seed, uint64_t step) {
+    uint64_t h = 1469598103934665603ull ^ (seed * 0x9e3779b97f4a7c15ull) ^ (step << 17);
+    for (TokenId t : ctx) h = (h ^ static_cast<uint32_t>(t)) * 1099511628211ull;
+    return h ^ (h >> 29);
+  }
+
+  // Writes the step's tokens, then samples every sampled row: row j of a sequence sampling c rows
+  // reads its context up to its (c - 1 - j)-th token from the end.
+  Status sample_rows(const ModelInput& in, ModelOutput* out) {
+    LATHE_RETURN_IF_ERROR(check_and_write(in));
+    size_t row = 0;
+    for (size_t k = 0; k < in.sample_seqs.size(); ++k) {
+      const int32_t s = in.sample_seqs[k];
+      const int32_t c = in.sample_count(k);
+      if (c < 1 || c > in.query_start[s + 1] - in.query_start[s])
+        return internal_error(strformat("fake runner: sequence %d samples %d rows", s, c));
+      std::vector<TokenId> context;
+      LATHE_RETURN_IF_ERROR(read_context(in, s, &context));
+      for (int32_t j = 0; j < c; ++j, ++row) {
+        const std::span<const TokenId> prefix(context.data(), context.size() - (c - 1 - j));
+        out->tokens.push_back({next_token(prefix, in.sampling[row]), 0.0f, {}});
+      }
+    }
+    rows_sampled_ += static_cast<int64_t>(row);
+    return Status::ok();
+  }
+
   Status check_and_write(const ModelInput& in) {
     const int32_t S = in.num_seqs();
     if (static_cast<int32_t>(in.query_start.size()) != S + 1 ||
         in.query_start[S] != in.num_tokens() || in.positions.size() != in.token_ids.size() ||
         in.slot_mapping.size() != in.token_ids.size() ||
         in.block_tables.size() != static_cast<size_t>(S) * in.max_blocks_per_seq ||
-        in.sample_seqs.size() != in.sampling.size())
+        static_cast<int32_t>(in.sampling.size()) != in.num_sample_rows() ||
+        (!in.sample_counts.empty() && in.sample_counts.size() != in.sample_seqs.size()))
       return internal_error("fake runner: inconsistent ModelInput sizes");
     step_sizes_.push_back(S);
     for (int32_t s = 0; s < S; ++s) {
@@ -177,6 +203,7 @@ class FakeModelRunner : public ModelRunner {
   std::vector<TokenId> slots_;
   std::atomic<int64_t> num_steps_{0};
   int64_t tokens_computed_ = 0;
+  int64_t rows_sampled_ = 0;
   std::vector<int32_t> step_sizes_;
   std::vector<bool> continues_;
   std::optional<ModelInput> expected_;

@@ -281,6 +281,74 @@ class KvTest : public QObject {
     kv.free(2);
     QCOMPARE(kv.usage().used, 0);
   }
+
+  // Speculative decoding: a step computes the verified tokens and drafts; the drafts are rejected
+  // and truncate() gives back the blocks wholly past the kept tokens, last block first.
+  void truncate_frees_the_tail_last_block_first() {
+    KvCacheManager kv({8, 4, true});
+    const auto verified = iota_tokens(6);
+    QVERIFY(kv.allocate(1, 6 + 5));  // 6 verified tokens and 5 drafts: 3 blocks
+    const std::vector<int32_t> table(kv.block_table(1).begin(), kv.block_table(1).end());
+    QCOMPARE(int(table.size()), 3);
+    kv.cache_blocks(1, verified, 11, 0);  // only verified tokens are ever passed: one full block
+    QCOMPARE(kv.usage().used, 3);
+    kv.truncate(1, 7);  // 6 tokens and the one sampled after them: blocks 0 and 1 stay
+    QCOMPARE(int(kv.block_table(1).size()), 2);
+    QCOMPARE(kv.block_table(1)[1], table[1]);
+    QCOMPARE(kv.usage().used, 2);
+    QCOMPARE(kv.usage().free, 6);
+    kv.truncate(1, 8);  // nothing past the kept tokens: no change
+    QCOMPARE(int(kv.block_table(1).size()), 2);
+    // Growing again after a truncate works as usual.
+    QVERIFY(kv.allocate(1, 13));
+    QCOMPARE(int(kv.block_table(1).size()), 4);
+    kv.truncate(1,
+                1);  // last block first: table[3], then table[2] and table[1] go to the free list
+    QCOMPARE(int(kv.block_table(1).size()), 1);
+    QCOMPARE(kv.pool().ref_count(table[0]), 1);
+    kv.truncate(999, 0);  // unknown ids are ignored
+    kv.free(1);
+    QCOMPARE(kv.usage().used, 0);
+    QCOMPARE(kv.usage().used + kv.usage().cached_free + kv.usage().free, 8);
+  }
+
+  void truncating_published_blocks_shortens_the_chain() {
+    KvCacheManager kv({8, 2, true});
+    const auto prompt = iota_tokens(7);
+    QVERIFY(kv.allocate(1, 7));
+    kv.cache_blocks(1, prompt, 7, 0);  // three published blocks
+    kv.truncate(1, 3);                 // keeps two blocks; the third stays cached-free
+    QCOMPARE(int(kv.block_table(1).size()), 2);
+    QCOMPARE(kv.usage().cached_free, 1);
+    // Republishing from the shortened chain finds the same content again (no duplicate chain).
+    QVERIFY(kv.allocate(1, 7));
+    kv.cache_blocks(1, prompt, 7, 0);
+    QCOMPARE(kv.find_prefix_hit(prompt, 0).num_tokens, 6);
+    kv.free(1);
+    QCOMPARE(kv.usage().used, 0);
+  }
+
+  // Drafts are never hashed: a block that held a rejected draft is found by no other request, even
+  // one whose prompt is exactly the verified tokens followed by those drafts.
+  void a_rejected_drafts_block_is_never_found() {
+    KvCacheManager kv({8, 4, true});
+    const auto verified = iota_tokens(6);
+    const std::vector<TokenId> drafts{900, 901, 902};
+    // The step that verifies the drafts is scheduled: blocks for 6 + 3 positions, published up to
+    // the verified tokens only (the scheduler passes the sequence's tokens, which exclude drafts).
+    QVERIFY(kv.allocate(1, 9));
+    kv.cache_blocks(1, verified, 9, 0);
+    auto guess = verified;
+    guess.insert(guess.end(), drafts.begin(), drafts.end());
+    guess.insert(guess.end(), {5, 6, 7, 8});
+    QCOMPARE(kv.find_prefix_hit(guess, 0).num_tokens, 4);  // the verified block only
+    // All drafts rejected: the sequence keeps 6 tokens + 1 sampled; block 2 (positions 8..11) goes.
+    kv.truncate(1, 7);
+    QCOMPARE(kv.find_prefix_hit(guess, 0).num_tokens, 4);
+    kv.free(1);
+    QCOMPARE(kv.find_prefix_hit(guess, 0).num_tokens, 4);
+    QCOMPARE(kv.usage().cached_free, 1);
+  }
 };
 
 QTEST_GUILESS_MAIN(KvTest)

@@ -272,6 +272,9 @@ class MetricsTest : public QObject {
     u.num_preemptions = 2;
     u.prefix_cache_queries = 64;
     u.prefix_cache_hits = 32;
+    u.num_spec_drafts = 2;
+    u.num_draft_tokens = 8;
+    u.num_accepted_tokens = 5;
     u.itl_s = {0.004, 0.5};
     u.first_tokens.push_back({1, 0.03, 0.01, 37});
     u.finished.push_back(finished(1, FinishReason::kLength, 37, 3, 0.03, 0.9));
@@ -289,6 +292,10 @@ class MetricsTest : public QObject {
     QCOMPARE(p.value("lathe:prefix_cache_queries_total"), 64.0);
     QCOMPARE(p.value("lathe:prefix_cache_hits_total"), 32.0);
     QCOMPARE(p.value("lathe:num_preemptions_total"), 2.0);
+    QCOMPARE(p.value("lathe:spec_decode_num_drafts_total"), 2.0);
+    QCOMPARE(p.value("lathe:spec_decode_num_draft_tokens_total"), 8.0);
+    QCOMPARE(p.value("lathe:spec_decode_num_accepted_tokens_total"), 5.0);
+    QCOMPARE(m.snapshot().spec_decode_acceptance_rate, 5.0 / 8.0);
     QCOMPARE(p.value("lathe:prompt_tokens_total"), 37.0);
     QCOMPARE(p.value("lathe:generation_tokens_total"), 3.0);
     QCOMPARE(p.value("lathe:request_success_total", {{"finished_reason", "length"}}), 1.0);
@@ -311,6 +318,10 @@ class MetricsTest : public QObject {
           "lathe:request_generation_tokens", "lathe:iteration_tokens_total"})
       QCOMPARE(p.types.at(h), std::string("histogram"));
     QCOMPARE(p.types.at("lathe:prefix_cache_hits_total"), std::string("counter"));
+    QCOMPARE(p.types.at("lathe:spec_decode_num_accepted_tokens_total"), std::string("counter"));
+    m.reset();
+    QCOMPARE(m.snapshot().spec_decode_num_draft_tokens, int64_t{0});
+    QCOMPARE(m.snapshot().spec_decode_acceptance_rate, 0.0);
   }
 
   void the_format_validator_rejects_broken_text() {

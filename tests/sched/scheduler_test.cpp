@@ -1,10 +1,13 @@
 // The scheduler over a real KV-cache manager, driven by a fake model runner that reads every
 // sequence's context back through its block table (tests/engine/fake_runner.h): continuous batching
 // under the token and sequence caps, chunked prefill beside decodes, preemption by recompute,
-// prefix caching, static batching, and no leaked blocks.
+// prefix caching, static batching, draft tokens (speculative decoding: verified in one step,
+// dropped rather than starving or preempting anyone, rolled back when rejected, never shared
+// through the prefix cache), and no leaked blocks.
 #include <QtTest>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <numeric>
 
@@ -47,8 +50,25 @@ class Harness {
     requests_[id] = Tracked{std::move(prompt), max_tokens, {}, false};
   }
 
+  // Draft proposals (speculative decoding): called before each step for every decoding sequence
+  // with its tokens and the most drafts it may take (max_tokens not to be passed), as the engine
+  // core does.
+  using Proposer = std::function<std::vector<TokenId>(const std::vector<TokenId>&, int)>;
+  void set_proposer(Proposer p, int k) {
+    proposer_ = std::move(p);
+    k_ = k;
+  }
+
   // One engine step. Returns the scheduler's output; errors go to `error`.
   SchedulerOutput step() {
+    if (proposer_) {
+      for (const Sequence* seq : scheduler_.running()) {
+        if (seq->num_uncomputed_tokens() != 1) continue;
+        const Tracked& r = requests_[seq->id];
+        const int room = std::min(k_, r.max_tokens - static_cast<int>(r.output.size()) - 1);
+        if (room > 0) scheduler_.set_draft_tokens(seq->id, proposer_(seq->tokens, room));
+      }
+    }
     SchedulerOutput out = scheduler_.schedule();
     for (const FailedSequence& f : out.failed) {
       requests_[f.id].finished = true;
@@ -56,24 +76,33 @@ class Harness {
     }
     if (out.empty()) return out;
     ModelInput in = build_model_input(out, kv_.block_size());
-    for (int32_t s : in.sample_seqs) {
-      (void)s;
-      in.sampling.push_back(greedy_);
-    }
+    in.sampling.assign(static_cast<size_t>(in.num_sample_rows()), greedy_);
     auto res = runner_.execute(in);
     if (!res.is_ok()) {
       error_ = res.status().message();
       return out;
     }
     for (const ScheduledSequence& s : out.seqs) prefill_tokens_ += s.num_new_prompt_tokens();
+    drafts_ += out.num_draft_tokens;
+    size_t next = 0;
     for (size_t k = 0; k < in.sample_seqs.size(); ++k) {
       const RequestId id = out.seqs[static_cast<size_t>(in.sample_seqs[k])].id;
+      const int n = res->num_tokens_of(k);
+      accepted_ += n - 1;
       Tracked& r = requests_[id];
-      r.output.push_back(res->tokens[k].token);
-      scheduler_.append_token(id, res->tokens[k].token);
+      std::vector<TokenId> produced;
+      for (int j = 0; j < n; ++j) produced.push_back(res->tokens[next + j].token);
+      next += static_cast<size_t>(n);
+      // Tokens past max_tokens are dropped, as the engine core drops them.
+      for (TokenId t : produced) {
+        r.output.push_back(t);
+        if (static_cast<int>(r.output.size()) >= r.max_tokens) break;
+      }
       if (static_cast<int>(r.output.size()) >= r.max_tokens) {
         r.finished = true;
         scheduler_.finish(id);
+      } else {
+        scheduler_.append_tokens(id, produced);
       }
     }
     ++steps_;
@@ -110,7 +139,10 @@ class Harness {
   int64_t steps() const { return steps_; }
   int64_t prefill_tokens() const { return prefill_tokens_; }
   int64_t busy_slots() const { return busy_slots_; }
+  int64_t drafts() const { return drafts_; }      // draft tokens scheduled
+  int64_t accepted() const { return accepted_; }  // of which accepted
   const std::vector<RequestId>& failed() const { return failed_; }
+  const test::FakeModelRunner& runner() const { return runner_; }
 
  private:
   KvCacheManager kv_;
@@ -119,8 +151,10 @@ class Harness {
   SamplingRow greedy_;
   std::map<RequestId, Tracked> requests_;
   std::string error_;
-  int64_t steps_ = 0, prefill_tokens_ = 0, busy_slots_ = 0;
+  int64_t steps_ = 0, prefill_tokens_ = 0, busy_slots_ = 0, drafts_ = 0, accepted_ = 0;
   std::vector<RequestId> failed_;
+  Proposer proposer_;
+  int k_ = 0;
 };
 
 SchedulerLimits limits(int seqs, int tokens, bool chunked = true,
@@ -135,6 +169,21 @@ SchedulerLimits limits(int seqs, int tokens, bool chunked = true,
 
 KvCacheConfig cache(int blocks, int block_size = 16, bool prefix = true) {
   return KvCacheConfig{blocks, block_size, prefix};
+}
+
+// Proposes `room` drafts to follow `tokens`: the fake model's own greedy continuation for the
+// first `num_right`, then token 0 (which the fake model never produces, so it is rejected).
+Harness::Proposer oracle(int num_right) {
+  return [num_right](const std::vector<TokenId>& tokens, int room) {
+    static const test::FakeModelRunner model;
+    std::vector<TokenId> ctx = tokens, drafts;
+    for (int i = 0; i < room; ++i) {
+      const TokenId t = i < num_right ? model.greedy_next(ctx) : 0;
+      drafts.push_back(t);
+      ctx.push_back(t);
+    }
+    return drafts;
+  };
 }
 
 // What a request produces alone, with room to spare.
@@ -366,6 +415,125 @@ class SchedulerTest : public QObject {
     HARNESS_RUN(g);
     QCOMPARE(g.failed(), std::vector<RequestId>{1});
     QVERIFY(g.clean());
+  }
+
+  // Drafts ride with decodes; whatever the proposer gets right or wrong, every request produces
+  // what it produces alone, and right drafts save steps.
+  void drafts_are_verified_and_outputs_do_not_change() {
+    auto add_all = [](Harness& h) {
+      for (RequestId id = 1; id <= 6; ++id)
+        h.add(id, tokens_from(5 + 7 * static_cast<int>(id), id), 20);
+    };
+    Harness plain(limits(8, 64), cache(128));
+    add_all(plain);
+    HARNESS_RUN(plain);
+    for (int right : {4, 2, 0}) {
+      Harness h(limits(8, 64), cache(128));
+      h.set_proposer(oracle(right), 4);
+      add_all(h);
+      HARNESS_RUN(h);
+      for (RequestId id = 1; id <= 6; ++id) QCOMPARE(h.output(id), plain.output(id));
+      QVERIFY(h.clean());
+      qInfo("%d right: %lld steps (%lld without drafts), %lld of %lld drafts accepted", right,
+            static_cast<long long>(h.steps()), static_cast<long long>(plain.steps()),
+            static_cast<long long>(h.accepted()), static_cast<long long>(h.drafts()));
+      QVERIFY(h.drafts() > 0);
+      if (right == 4) {
+        QCOMPARE(h.accepted(), h.drafts());
+        QVERIFY(h.steps() * 2 < plain.steps());
+      } else if (right == 2) {
+        QVERIFY(h.accepted() > 0 && h.accepted() < h.drafts());
+        QVERIFY(h.steps() < plain.steps());
+      } else {
+        QCOMPARE(h.accepted(), int64_t{0});
+      }
+      // Each sequence-step yields at most 1 + its drafts tokens, and rows were sampled for all.
+      QVERIFY(h.runner().rows_sampled() >= h.drafts());
+    }
+  }
+
+  void drafts_are_dropped_rather_than_starve_others() {
+    Harness h(limits(4, 8), cache(128));
+    h.set_proposer(oracle(4), 4);
+    for (RequestId id = 1; id <= 4; ++id) h.add(id, tokens_from(2, id), 30);
+    bool starved_drafts = false;
+    while (h.scheduler().has_unfinished()) {
+      std::vector<RequestId> before;
+      for (const Sequence* seq : h.scheduler().running()) before.push_back(seq->id);
+      const SchedulerOutput out = h.step();
+      QVERIFY2(h.error().empty(), h.error().c_str());
+      QVERIFY(out.num_batched_tokens <= 8);
+      // Every sequence that was running before the step gets at least its one token.
+      for (RequestId id : before)
+        QVERIFY(std::any_of(out.seqs.begin(), out.seqs.end(),
+                            [&](const ScheduledSequence& s) { return s.id == id; }));
+      int with = 0, without = 0;
+      for (const ScheduledSequence& s : out.seqs) {
+        QCOMPARE(s.num_new_tokens, static_cast<int32_t>(s.token_ids.size()));
+        (s.num_draft_tokens > 0 ? with : without) += 1;
+      }
+      if (out.seqs.size() == 4 && with > 0 && without > 0) starved_drafts = true;
+    }
+    QVERIFY(starved_drafts);  // the budget gave drafts to the oldest, one token to the rest
+    for (RequestId id = 1; id <= 4; ++id) QCOMPARE(h.output(id), run_alone(tokens_from(2, id), 30));
+    QVERIFY(h.clean());
+  }
+
+  void drafts_only_take_free_blocks_and_never_preempt() {
+    Harness h(limits(4, 64), cache(4, 4));
+    h.set_proposer(oracle(4), 4);
+    h.add(1, tokens_from(2, 1), 8);
+    h.step();                           // prefill: 3 tokens, 2 computed, in block 0
+    QVERIFY(h.kv().allocate(999, 12));  // every other block is held by someone else
+    SchedulerOutput out = h.step();
+    QCOMPARE(int(out.seqs.size()), 1);
+    QCOMPARE(out.seqs[0].num_draft_tokens, 1);  // what block 0 still holds: position 3
+    QVERIFY(out.preempted.empty());
+    h.kv().free(999);
+    out = h.step();
+    QCOMPARE(out.seqs[0].num_draft_tokens, 4);  // 3 outputs so far: 4 + 1 more reach max_tokens 8
+    HARNESS_RUN(h);
+    QCOMPARE(h.output(1), run_alone(tokens_from(2, 1), 8));
+    QVERIFY(h.clean());
+  }
+
+  void preempting_sequences_with_drafts_recomputes_them() {
+    Harness h(limits(16, 64), cache(22, 4));
+    h.set_proposer(oracle(2), 3);
+    for (RequestId id = 1; id <= 16; ++id) h.add(id, tokens_from(20, id), 20);
+    HARNESS_RUN(h);
+    qInfo("%lld preemptions, %lld of %lld drafts accepted",
+          static_cast<long long>(h.scheduler().num_preemptions()),
+          static_cast<long long>(h.accepted()), static_cast<long long>(h.drafts()));
+    QVERIFY(h.scheduler().num_preemptions() > 0);
+    QVERIFY(h.accepted() > 0);
+    for (RequestId id = 1; id <= 16; ++id)
+      QCOMPARE(h.output(id), run_alone(tokens_from(20, id), 20));
+    QVERIFY(h.clean());
+  }
+
+  // Rejected drafts' K/V sit in the sequence's blocks until rewritten, so those blocks must never
+  // be found by another request, not even one whose prompt continues with exactly those drafts.
+  void a_rejected_drafts_block_is_never_shared() {
+    Harness h(limits(4, 64), cache(64, 4));
+    h.set_proposer(oracle(0), 4);  // four wrong drafts (token 0) every time
+    h.add(1, tokens_from(6, 1), 10);
+    h.step();  // prefill: 7 tokens
+    SchedulerOutput out = h.step();
+    QCOMPARE(out.seqs[0].num_draft_tokens, 4);  // positions 7..10 (blocks 1 and 2) hold drafts
+    std::vector<TokenId> b = tokens_from(6, 1);
+    b.push_back(h.output(1)[0]);
+    b.insert(b.end(), {0, 0, 0, 0});  // what request 1's blocks 1 and 2 were written with
+    const auto tail = tokens_from(5, 2);
+    b.insert(b.end(), tail.begin(), tail.end());
+    h.add(2, b, 4);
+    out = h.step();
+    QCOMPARE(int(out.admitted.size()), 1);
+    QCOMPARE(out.admitted[0].num_cached_tokens, 4);  // block 0 only: verified tokens
+    HARNESS_RUN(h);
+    QCOMPARE(h.output(2), run_alone(b, 4));
+    QCOMPARE(h.output(1), run_alone(tokens_from(6, 1), 10));
+    QVERIFY(h.clean());
   }
 };
 

@@ -140,11 +140,15 @@ Status CpuModelRunner::forward(const ModelInput& in) {
   grow(rope_sin_, t_count * (c.head_dim / 2));
   cpu::rope_table(in.positions.data(), t_count, inv_freq_, rope_cos_.data(), rope_sin_.data());
 
-  // Rows whose hidden state reaches the logits: the last token of each sampled sequence.
-  const int64_t n_out = static_cast<int64_t>(in.sample_seqs.size());
+  // Rows whose hidden state reaches the logits: the trailing sample_count(i) tokens of each sampled
+  // sequence (its last token, or with drafts the last verified token and the drafts), ascending.
+  const int64_t n_out = in.num_sample_rows();
   std::vector<int32_t> out_rows;
   out_rows.reserve(static_cast<size_t>(n_out));
-  for (int32_t s : in.sample_seqs) out_rows.push_back(in.query_start[s + 1] - 1);
+  for (size_t i = 0; i < in.sample_seqs.size(); ++i) {
+    const int32_t end = in.query_start[in.sample_seqs[i] + 1];
+    for (int32_t r = end - in.sample_count(i); r < end; ++r) out_rows.push_back(r);
+  }
 
   cpu::embedding(token_embd_, in.token_ids.data(), t_count, x_.data());
 

@@ -12,6 +12,7 @@
 #include "engine/backend/cpu/cpu_dummy_weights.h"
 #include "engine/core/strings.h"
 #include "engine/model/layer_weights.h"
+#include "engine/runtime/draft_acceptance.h"
 #include "engine/runtime/model_input_check.h"
 #include "engine/runtime/parallel.h"
 #include "engine/runtime/sampler.h"
@@ -229,20 +230,22 @@ Status CpuModelRunner::check_input(const ModelInput& in) const {
 
 Result<std::vector<float>> CpuModelRunner::compute_logits(const ModelInput& input) {
   LATHE_RETURN_IF_ERROR(forward(input));
-  const size_t n = input.sample_seqs.size() * static_cast<size_t>(config_.vocab_size);
+  const size_t n =
+      static_cast<size_t>(input.num_sample_rows()) * static_cast<size_t>(config_.vocab_size);
   return std::vector<float>(logits_.begin(), logits_.begin() + static_cast<std::ptrdiff_t>(n));
 }
 
 Result<ModelOutput> CpuModelRunner::execute(const ModelInput& input) {
   LATHE_RETURN_IF_ERROR(forward(input));
   ModelOutput out;
-  const int64_t n = static_cast<int64_t>(input.sample_seqs.size());
+  const int64_t n = input.num_sample_rows();
   out.tokens.resize(static_cast<size_t>(n));
   const int64_t vocab = config_.vocab_size;
   pool_->parallel_for(n, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i)
       out.tokens[i] = sample_token(logits_.data() + i * vocab, vocab, input.sampling[i]);
   });
+  LATHE_RETURN_IF_ERROR(accept_draft_tokens(input, &out));
   return out;
 }
 

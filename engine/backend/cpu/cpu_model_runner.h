@@ -5,10 +5,11 @@
 // a result.
 //
 // One step (execute / compute_logits) runs every scheduled token through every layer, writes its
-// K/V to its slot, and computes logits only for the rows that are sampled (the last token of each
-// sampled sequence). In the last layer, after attention (the last op that mixes rows), only those
-// rows go on through the remaining ops (nothing else reads them). Weights are used in place (mmap);
-// norm weights and biases are converted to float32 once.
+// K/V to its slot, and computes logits only for the sampled rows: the last token of each sampled
+// sequence, or its trailing sample_count tokens when it carries drafts (execute() samples each row
+// and keeps the accepted drafts, draft_acceptance.h). In the last layer, after attention (the last
+// op that mixes rows), only those rows go on through the remaining ops (nothing else reads them).
+// Weights are used in place (mmap); norm weights and biases are converted to float32 once.
 //
 // Files: this one (creation, weights, KV cache, sampling), cpu_forward.cpp (the plan interpreter).
 #pragma once
@@ -38,6 +39,7 @@ class CpuModelRunner final : public ModelRunner {
   Result<ModelOutput> execute(const ModelInput& input) override;
   Result<std::vector<float>> compute_logits(const ModelInput& input) override;
   int64_t vocab_size() const override { return config_.vocab_size; }
+  bool verifies_draft_tokens() const override { return true; }
 
   int num_threads() const { return pool_->num_threads(); }
   const ForwardPlan& plan() const { return plan_; }
@@ -60,7 +62,7 @@ class CpuModelRunner final : public ModelRunner {
   Status init_dummy_weights(const CpuRunnerOptions& options);
   Status check_input(const ModelInput& input) const;
   const Linear& linear(const Layer& layer, LinearSlot slot) const;
-  // Runs the step; leaves logits of the sampled rows in logits_ ([sample_seqs.size(), vocab]).
+  // Runs the step; leaves logits of the sampled rows in logits_ ([num_sample_rows(), vocab]).
   Status forward(const ModelInput& input);
   // One op of a layer over `rows` token rows (cpu_forward.cpp).
   void run_layer_op(const ForwardOp& op, const Layer& layer, int64_t layer_index,

@@ -112,7 +112,8 @@ Status CudaModel::allocate_activations() {
   LATHE_RETURN_IF_ERROR(act_.proj_out.allocate(t * h * e, "projection output"));
   LATHE_RETURN_IF_ERROR(act_.gate_up.allocate(t * 2 * ffn * e, "gate/up activations"));
   LATHE_RETURN_IF_ERROR(act_.act.allocate(t * ffn * e, "MLP activations"));
-  LATHE_RETURN_IF_ERROR(act_.logits.allocate(s * v * 4, "logits"));
+  LATHE_RETURN_IF_ERROR(
+      act_.logits.allocate(std::max<int64_t>(s, options_.max_logit_rows) * v * 4, "logits"));
   const int sm = props().sm_count;
   const int bps =
       decode_split_blocks_per_sm_ > 0 ? decode_split_blocks_per_sm_ : kDecodeAttentionBlocksPerSm;

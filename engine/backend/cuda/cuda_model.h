@@ -51,11 +51,12 @@ struct LoadedModel;
 namespace lathe::cuda {
 
 struct CudaModelOptions {
-  DType dtype = DType::kBF16;  // activations and weights
-  int32_t max_tokens = 8192;   // tokens per step: activation buffers
-  int32_t max_seqs = 256;      // sequences per step: logits rows, attention workspaces
-  int32_t max_model_len = 0;   // tokens per sequence
-  int32_t block_size = 16;     // KV tokens per block
+  DType dtype = DType::kBF16;    // activations and weights
+  int32_t max_tokens = 8192;     // tokens per step: activation buffers
+  int32_t max_seqs = 256;        // sequences per step: attention workspaces
+  int32_t max_logit_rows = 256;  // logits rows per step (sequences, or their sampled rows)
+  int32_t max_model_len = 0;     // tokens per sequence
+  int32_t block_size = 16;       // KV tokens per block
   uint64_t dummy_seed = 0;
   CudaSwitches switches;
   ParallelConfig parallel;

@@ -33,10 +33,10 @@ Status CudaModelRunner::init(const LoadedModel& model, const CudaRunnerOptions& 
     return invalid_argument(
         strformat("--gpu-memory-utilization must be in (0, 1], got %g", o.gpu_memory_utilization));
   if (o.max_num_seqs < 0 || o.max_num_batched_tokens < 0 || o.block_size < 0 ||
-      o.max_model_len < 0 || o.graph_query_len < 0)
+      o.max_model_len < 0 || o.num_speculative_tokens < 0)
     return invalid_argument(
-        "max-num-seqs, max-num-batched-tokens, max-model-len, block size and the graph query "
-        "length must not be negative");
+        "max-num-seqs, max-num-batched-tokens, max-model-len, block size and the number of "
+        "speculative tokens must not be negative");
   LATHE_RETURN_IF_ERROR(require_single_rank(o.parallel, "the CUDA backend"));
   if (o.context != nullptr) {
     ctx_ = std::dynamic_pointer_cast<CudaDeviceContext>(o.context);
@@ -71,6 +71,9 @@ Status CudaModelRunner::init(const LoadedModel& model, const CudaRunnerOptions& 
   mo.dtype = o.dtype;
   mo.max_tokens = max_tokens;
   mo.max_seqs = max_seqs;
+  // Logits rows: one per sequence, or per sampled row with drafts.
+  mo.max_logit_rows = static_cast<int32_t>(
+      std::min<int64_t>(max_tokens, int64_t{max_seqs} * (1 + o.num_speculative_tokens)));
   mo.max_model_len = max_model_len_;
   mo.block_size = block_size_;
   mo.dummy_seed = o.dummy_seed;
@@ -91,7 +94,8 @@ Status CudaModelRunner::init(const LoadedModel& model, const CudaRunnerOptions& 
   eo.enforce_eager = o.enforce_eager;
   eo.lookahead_max_seqs = o.switches.lookahead_max_seqs >= 0 ? o.switches.lookahead_max_seqs
                                                              : std::max(0, o.lookahead_max_seqs);
-  eo.graph_query_len = o.graph_query_len;
+  eo.max_sample_rows = mo.max_logit_rows;
+  eo.graph_query_len = o.num_speculative_tokens > 0 ? 1 + o.num_speculative_tokens : 0;
   executor_ = std::make_unique<StepExecutor>(*model_, kv_, eo);
   LATHE_RETURN_IF_ERROR(executor_->allocate(block_size_));
 

@@ -40,6 +40,7 @@ class CudaModelRunner final : public ModelRunner {
   Result<std::vector<float>> compute_logits(const ModelInput& input) override;
   int64_t vocab_size() const override { return model_->config().vocab_size; }
   std::shared_ptr<DeviceContext> device_context() const override { return ctx_; }
+  bool verifies_draft_tokens() const override { return true; }
 
   // For tools and tests.
   const StepTimes& last_step_times() const { return executor_->times(); }

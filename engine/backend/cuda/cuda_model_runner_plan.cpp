@@ -67,6 +67,36 @@ Status CudaModelRunner::profile_step() {
   LATHE_RETURN_IF_ERROR(executor_->execute(make_step(max_seqs, std::max(1, first))).status());
   // A decode step of max_seqs sequences (the decode kernel and the sampler at full width).
   LATHE_RETURN_IF_ERROR(executor_->execute(make_step(max_seqs, 1)).status());
+  const int32_t k = options_.num_speculative_tokens;
+  if (k > 0) {
+    // A step verifying k drafts per sequence: the sampler at its widest (every row sampled).
+    const int32_t seqs = std::max(1, std::min(max_seqs, max_tokens / (1 + k)));
+    ModelInput in;
+    in.query_start.push_back(0);
+    in.max_blocks_per_seq = static_cast<int32_t>(ceil_div(1 + k, block_size_));
+    for (int32_t s = 0; s < seqs; ++s) {
+      for (int32_t p = 0; p <= k; ++p) {
+        in.token_ids.push_back(static_cast<int32_t>((s * 31 + p) % c.vocab_size));
+        in.positions.push_back(p);
+        in.slot_mapping.push_back(-1);
+      }
+      in.query_start.push_back(static_cast<int32_t>(in.token_ids.size()));
+      in.seq_lens.push_back(1 + k);
+      in.sample_seqs.push_back(s);
+      in.sample_counts.push_back(1 + k);
+      for (int32_t p = 0; p <= k; ++p) {
+        SamplingRow row;
+        row.temperature = 0.8f;
+        row.seed = static_cast<uint64_t>(s);
+        row.step = static_cast<uint64_t>(p);
+        in.sampling.push_back(row);
+      }
+    }
+    in.block_tables.assign(static_cast<size_t>(seqs) * in.max_blocks_per_seq, 0);
+    in.max_seq_len = 1 + k;
+    in.max_query_len = 1 + k;
+    LATHE_RETURN_IF_ERROR(executor_->execute(in).status());
+  }
   LATHE_RETURN_IF_ERROR(tune());
   kv_.reset();
   return executor_->on_kv_changed(false);

@@ -35,9 +35,10 @@ struct CudaRunnerOptions {
   // only: there the host's turn between steps is a visible share of the step, and a discarded
   // step (a sequence ending on EOS, an arrival) costs least.
   int32_t lookahead_max_seqs = 1;
-  // Decode steps whose sequences each carry this many tokens (1 + draft tokens to verify) also get
-  // CUDA graphs (decode buckets of query length 1 always do); 0 or 1: none beyond those.
-  int32_t graph_query_len = 0;
+  // Draft tokens a sequence may carry into one step to be verified (speculative decoding, k): the
+  // sampler and logits buffers hold max_num_seqs * (1 + k) rows, and decode steps whose sequences
+  // each carry 1 + k tokens get CUDA graphs of their own. 0: one sampled token per sequence.
+  int32_t num_speculative_tokens = 0;
   // A/B switches (cuda_switches.h); the command line fills them from the environment.
   CudaSwitches switches;
   // The device state to share (device_context.h): another runner's device_context() runs this one

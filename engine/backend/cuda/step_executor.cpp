@@ -9,6 +9,7 @@
 #include "engine/backend/cuda/step_upload.h"
 #include "engine/core/log.h"
 #include "engine/core/strings.h"
+#include "engine/runtime/draft_acceptance.h"
 
 namespace lathe::cuda {
 namespace {
@@ -40,6 +41,8 @@ StepExecutor::~StepExecutor() {
 Status StepExecutor::allocate(int32_t block_size) {
   const ModelConfig& c = model_.config();
   const int64_t s = options_.max_seqs, v = c.vocab_size;
+  // Sampled rows: one per sequence, or each sequence's token and its drafts.
+  const int64_t rows = std::max<int64_t>(s, options_.max_sample_rows);
   limits_.max_tokens = options_.max_tokens;
   limits_.max_seqs = options_.max_seqs;
   limits_.block_size = block_size;
@@ -49,19 +52,23 @@ Status StepExecutor::allocate(int32_t block_size) {
       options_.max_seqs;
   limits_.vocab_size = v;
   limits_.max_logprobs = kMaxTopLogprobs;
-  const int64_t fixed = StepLayout::make(options_.max_tokens, options_.max_seqs).fixed_bytes;
-  const int64_t tail = std::min(
-      kMaxTailBytes, 4 * s * (static_cast<int64_t>(options_.max_model_len) + kBannedPerRow));
+  limits_.max_sample_rows = static_cast<int32_t>(rows);
+  const int64_t fixed = StepLayout::make(options_.max_tokens, options_.max_seqs, rows).fixed_bytes;
+  // Banned ids per row; a penalty history per sequence (a draft row extends its predecessor's).
+  const int64_t tail =
+      std::min(kMaxTailBytes,
+               4 * (s * static_cast<int64_t>(options_.max_model_len) + rows * (kBannedPerRow + 1)));
   LATHE_RETURN_IF_ERROR(
       step_dev_.allocate(fixed + 4 * limits_.max_pages + tail + 64, "step inputs"));
   LATHE_RETURN_IF_ERROR(
       step_host_.allocate(fixed + 4 * limits_.max_pages + kInitialTailBytes, "step inputs (host)"));
   LATHE_RETURN_IF_ERROR(ahead_step_host_.allocate(step_host_.bytes(), "step inputs (host)"));
   if (counts_.get() != nullptr) return Status();  // sampler buffers do not depend on the block size
-  LATHE_RETURN_IF_ERROR(counts_.allocate(s * v * 4, "sampler penalty counts"));
+  LATHE_RETURN_IF_ERROR(counts_.allocate(rows * v * 4, "sampler penalty counts"));
   LATHE_CUDA_TRY(cudaMemsetAsync(counts_.get(), 0, static_cast<size_t>(counts_.bytes()), stream_));
-  const int64_t sampled_bytes = s * static_cast<int64_t>(sizeof(DeviceSampledToken));
-  const int64_t top_bytes = s * kMaxTopLogprobs * static_cast<int64_t>(sizeof(DeviceTokenLogprob));
+  const int64_t sampled_bytes = rows * static_cast<int64_t>(sizeof(DeviceSampledToken));
+  const int64_t top_bytes =
+      rows * kMaxTopLogprobs * static_cast<int64_t>(sizeof(DeviceTokenLogprob));
   LATHE_RETURN_IF_ERROR(sampled_.allocate(sampled_bytes, "sampled tokens"));
   LATHE_RETURN_IF_ERROR(top_.allocate(top_bytes, "top logprobs"));
   LATHE_RETURN_IF_ERROR(sampled_host_.allocate(sampled_bytes, "sampled tokens (host)"));
@@ -99,27 +106,29 @@ Status StepExecutor::run_forward(const ModelInput& in) {
   const auto t0 = Clock::now();
   const int32_t s_count = in.num_seqs(), t_count = in.num_tokens();
   const bool decode = t_count == s_count;
-  const int32_t bucket = decode && !options_.enforce_eager ? bucket_for(s_count, 1) : 0;
+  // Decode steps replay a graph: one token per sequence, or 1 + k when each carries k drafts.
+  const int32_t q = decode ? 1 : multi_token_query_len(in);
+  const int32_t bucket = q > 0 && !options_.enforce_eager ? bucket_for(s_count, q) : 0;
   const bool graph = bucket > 0;
-  LATHE_RETURN_IF_ERROR(
-      upload_step(in, limits_, bucket, graph, step_host_, step_dev_, &packed_, stream_));
+  LATHE_RETURN_IF_ERROR(upload_step(in, limits_, bucket, graph, step_host_, step_dev_, &packed_,
+                                    stream_, q > 0 ? q : 1));
   times_.prepare_us = us_since(t0);
   times_.bucket = bucket;
 
   const auto t1 = Clock::now();
   bool replayed = false;
   if (graph) {
-    const GraphKey key{bucket, 1};
+    const GraphKey key{bucket, q};
     cudaGraphExec_t exec = graphs_.at(key);
     if (profiling_ && !profile_graphs_failed_) {
       auto it = profile_graphs_.find(key);
       if (it == profile_graphs_.end()) {
         // Captured on first use: the same kernels with event records between phases.
         cudaGraphExec_t pg = nullptr;
-        const Status cs = capture_one(bucket, 1, true, &pg);
+        const Status cs = capture_one(bucket, q, true, &pg);
         // capture_one packed its own dummy step: pack and copy this step again.
         LATHE_RETURN_IF_ERROR(
-            upload_step(in, limits_, bucket, graph, step_host_, step_dev_, &packed_, stream_));
+            upload_step(in, limits_, bucket, graph, step_host_, step_dev_, &packed_, stream_, q));
         if (cs.is_ok()) {
           it = profile_graphs_.emplace(key, pg).first;
         } else {
@@ -152,6 +161,16 @@ Status StepExecutor::run_forward(const ModelInput& in) {
   }
   times_.launch_us = us_since(t1);
   return Status();
+}
+
+int32_t StepExecutor::multi_token_query_len(const ModelInput& in) const {
+  const int32_t q = options_.graph_query_len;
+  if (q <= 1 || in.num_tokens() != in.num_seqs() * q ||
+      in.sample_seqs.size() != static_cast<size_t>(in.num_seqs()))
+    return 0;
+  for (int32_t s = 0; s < in.num_seqs(); ++s)
+    if (in.query_start[s + 1] - in.query_start[s] != q || in.sample_count(s) != q) return 0;
+  return q;
 }
 
 Status StepExecutor::sample(const PackedStep& p, PinnedBuffer& tokens_host,
@@ -218,7 +237,9 @@ Result<ModelOutput> StepExecutor::execute(const ModelInput& input) {
       }
     }
   }
-  // The predicted next step decodes the tokens just sampled.
+  // With drafts: the rows sampled above become each sequence's accepted tokens.
+  if (input.has_drafts()) LATHE_RETURN_IF_ERROR(accept_draft_tokens(input, &out));
+  // The predicted next step decodes the tokens just sampled (steps with drafts predict none).
   if (ahead_.pending)
     for (size_t i = 0; i < ahead_.expected.token_ids.size() && i < out.tokens.size(); ++i)
       ahead_.expected.token_ids[i] = out.tokens[i].token;
@@ -236,13 +257,18 @@ Result<std::vector<float>> StepExecutor::compute_logits(const ModelInput& input)
   LATHE_CUDA_TRY(cudaStreamSynchronize(stream_));
   if (profiling_) LATHE_RETURN_IF_ERROR(prof_.collect());
   if (!times_.graph) {
-    rows.resize(input.sample_seqs.size() * static_cast<size_t>(v));
+    rows.resize(static_cast<size_t>(input.num_sample_rows()) * static_cast<size_t>(v));
     return rows;
   }
-  std::vector<float> out(input.sample_seqs.size() * static_cast<size_t>(v));
-  for (size_t i = 0; i < input.sample_seqs.size(); ++i)
-    std::memcpy(out.data() + i * v, rows.data() + static_cast<int64_t>(input.sample_seqs[i]) * v,
-                sizeof(float) * v);
+  // A graph computed logits for every row of its bucket: keep the sampled rows, in order.
+  std::vector<float> out(static_cast<size_t>(input.num_sample_rows()) * static_cast<size_t>(v));
+  size_t r = 0;
+  for (size_t i = 0; i < input.sample_seqs.size(); ++i) {
+    const int32_t end = input.query_start[input.sample_seqs[i] + 1];
+    for (int32_t row = end - input.sample_count(i); row < end; ++row, ++r)
+      std::memcpy(out.data() + r * v, rows.data() + static_cast<int64_t>(row) * v,
+                  sizeof(float) * v);
+  }
   return out;
 }
 

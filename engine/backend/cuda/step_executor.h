@@ -50,6 +50,7 @@ struct StepExecutorOptions {
   int32_t max_model_len = 0;
   bool enforce_eager = false;
   int32_t lookahead_max_seqs = 1;  // 0: no lookahead
+  int32_t max_sample_rows = 0;     // sampled rows per step (0: max_seqs); drafts add rows
   int32_t graph_query_len = 0;     // > 1: graphs for decode steps of this many tokens per sequence
 };
 
@@ -90,6 +91,9 @@ class StepExecutor {
   void destroy_graphs();
   // The graph bucket for a decode step of num_seqs sequences of q tokens each; 0 when none.
   int32_t bucket_for(int32_t num_seqs, int32_t q) const;
+  // The tokens per sequence of a step a graph of query length > 1 can run: every sequence carries
+  // graph_query_len tokens and samples all of them. 0 otherwise.
+  int32_t multi_token_query_len(const ModelInput& in) const;
   // The step's forward description over the packed device arrays.
   ForwardStep forward_step(const PackedStep& p, AttnPath path, int32_t splits) const;
   // Packs, copies and runs the forward pass up to the logits. Leaves the packed step in packed_.

@@ -31,6 +31,14 @@ ModelInput dummy_decode(int32_t b, int32_t q) {
   in.block_tables.assign(static_cast<size_t>(b), 0);
   in.max_seq_len = q;
   in.max_query_len = q;
+  if (q > 1) {
+    // A token and its drafts: every row sampled, as the steps this graph serves.
+    for (int32_t s = 0; s < b; ++s) {
+      in.sample_seqs.push_back(s);
+      in.sample_counts.push_back(q);
+    }
+    in.sampling.resize(static_cast<size_t>(b) * q);
+  }
   return in;
 }
 
@@ -59,7 +67,7 @@ std::vector<int32_t> StepExecutor::graph_buckets(int32_t query_len) const {
 Status StepExecutor::capture_one(int32_t b, int32_t q, bool with_events, cudaGraphExec_t* exec) {
   const ModelInput in = dummy_decode(b, q);
   LATHE_RETURN_IF_ERROR(
-      upload_step(in, limits_, b, true, step_host_, step_dev_, &packed_, stream_));
+      upload_step(in, limits_, b, true, step_host_, step_dev_, &packed_, stream_, q));
   const AttnPath path = q == 1 ? AttnPath::kDecode : AttnPath::kOwn;
   const ForwardStep step = forward_step(packed_, path, model_.splits_for(AttnPath::kOwn, b * q));
   // Warm-up outside the capture: loads modules and caches cuBLASLt plans.

@@ -21,9 +21,47 @@ int64_t pages_of(int32_t seq_len, int32_t block_size) {
   return (seq_len + block_size - 1) / block_size;
 }
 
+// Row `cur` of a sequence with drafts extends the penalty history of the row before it (`prev`, of
+// the same sequence) by one token, so it can share prev's history instead of a copy of its own.
+bool extends_history(const SamplingRow& prev, const SamplingRow& cur) {
+  return has_penalties(prev) && has_penalties(cur) &&
+         cur.history_tokens.size() == prev.history_tokens.size() + 1 &&
+         cur.history_prompt_len == prev.history_prompt_len &&
+         std::equal(prev.history_tokens.begin(), prev.history_tokens.end(),
+                    cur.history_tokens.begin());
+}
+
+// Calls f(row, first_of_its_sequence) for every sampled row of `in`, in order.
+template <typename F>
+void for_each_row(const ModelInput& in, F&& f) {
+  size_t row = 0;
+  for (size_t i = 0; i < in.sample_seqs.size(); ++i)
+    for (int32_t j = 0; j < in.sample_count(i); ++j) f(row++, j == 0);
+}
+
+// Tokens of the banned and history tails of `in`'s sampling rows, as pack_step() writes them.
+int64_t tail_tokens(const ModelInput& in) {
+  int64_t tail = 0;
+  for_each_row(in, [&](size_t r, bool first) {
+    const SamplingRow& row = in.sampling[r];
+    tail += static_cast<int64_t>(row.banned_tokens.size());
+    if (!has_penalties(row)) return;
+    tail += !first && extends_history(in.sampling[r - 1], row)
+                ? 1
+                : static_cast<int64_t>(row.history_tokens.size());
+  });
+  return tail;
+}
+
+// Row slots of the layout: one per sequence, or per sampled row when those are more.
+int32_t row_slots(const ModelInput& in, int32_t s_count) {
+  return std::max(s_count, in.num_sample_rows());
+}
+
 }  // namespace
 
-StepLayout StepLayout::make(int64_t t, int64_t s) {
+StepLayout StepLayout::make(int64_t t, int64_t s, int64_t r) {
+  r = std::max(r, s);
   StepLayout l;
   int64_t off = 0;
   auto take = [&off](int64_t bytes) {
@@ -38,8 +76,8 @@ StepLayout StepLayout::make(int64_t t, int64_t s) {
   l.seq_lens = take(4 * s);
   l.kv_indptr = take(4 * (s + 1));
   l.kv_last_page_len = take(4 * s);
-  l.lm_rows = take(4 * s);
-  l.sampling = take(static_cast<int64_t>(sizeof(DeviceSamplingRow)) * s);
+  l.lm_rows = take(4 * r);
+  l.sampling = take(static_cast<int64_t>(sizeof(DeviceSamplingRow)) * r);
   l.kv_indices = off;
   l.fixed_bytes = off;
   return l;
@@ -73,6 +111,12 @@ Status check_step(const ModelInput& in, const StepLimits& lim) {
     return invalid_argument(
         strformat("step of %d sequences exceeds max-num-seqs (%d) the CUDA runner was planned for",
                   s_count, lim.max_seqs));
+  const int32_t max_rows = lim.max_sample_rows > 0 ? lim.max_sample_rows : lim.max_seqs;
+  if (in.num_sample_rows() > max_rows)
+    return invalid_argument(strformat(
+        "step samples %d rows (sequences and their drafts), more than the %d the CUDA runner was "
+        "planned for",
+        in.num_sample_rows(), max_rows));
   for (const SamplingRow& row : in.sampling)
     if (row.num_logprobs > lim.max_logprobs)
       return invalid_argument(
@@ -88,26 +132,40 @@ Status check_step(const ModelInput& in, const StepLimits& lim) {
   return Status();
 }
 
-int64_t step_bytes(const ModelInput& in, const StepLimits& lim, int32_t pad_to) {
+int64_t step_bytes(const ModelInput& in, const StepLimits& lim, int32_t pad_to,
+                   int32_t pad_query_len) {
   const int32_t s_count = std::max(in.num_seqs(), pad_to);
-  const int32_t t_count = in.num_tokens() + (s_count - in.num_seqs());
+  const int32_t t_count = in.num_tokens() + (s_count - in.num_seqs()) * pad_query_len;
   int64_t pages = 0;
   for (int32_t len : in.seq_lens) pages += pages_of(len, lim.block_size);
-  int64_t tail = 0;
-  for (const SamplingRow& r : in.sampling) {
-    tail += static_cast<int64_t>(r.banned_tokens.size());
-    if (has_penalties(r)) tail += static_cast<int64_t>(r.history_tokens.size());
-  }
-  return align16(StepLayout::make(t_count, s_count).fixed_bytes + 4 * pages) + align16(4 * tail) +
-         16;
+  const int64_t tail = tail_tokens(in);
+  const int32_t rows = pad_query_len > 1 ? t_count : row_slots(in, s_count);
+  return align16(StepLayout::make(t_count, s_count, rows).fixed_bytes + 4 * pages) +
+         align16(4 * tail) + 16;
 }
 
 Status pack_step(const ModelInput& in, const StepLimits& lim, int32_t pad_to, bool graph_rows,
-                 uint8_t* host, int64_t host_capacity, int64_t device_capacity, PackedStep* out) {
+                 uint8_t* host, int64_t host_capacity, int64_t device_capacity, PackedStep* out,
+                 int32_t pad_query_len) {
   const int32_t real_s = in.num_seqs(), real_t = in.num_tokens();
+  const int32_t q = std::max(1, pad_query_len);
   const int32_t s_count = std::max(real_s, pad_to);
-  const int32_t t_count = real_t + (s_count - real_s);
-  const int64_t need = step_bytes(in, lim, pad_to);
+  const int32_t t_count = real_t + (s_count - real_s) * q;
+  if (graph_rows && q == 1 && in.has_drafts())
+    return invalid_argument(
+        "a decode graph of one token per sequence cannot verify drafts; run the step eagerly");
+  if (graph_rows && q > 1) {
+    if (real_t != real_s * q || static_cast<int32_t>(in.sample_seqs.size()) != real_s)
+      return invalid_argument(strformat(
+          "a decode graph of %d tokens per sequence takes steps whose sequences each carry %d "
+          "tokens, all sampled",
+          q, q));
+    for (size_t i = 0; i < in.sample_seqs.size(); ++i)
+      if (in.sample_count(i) != q)
+        return invalid_argument(
+            strformat("a decode graph of %d tokens per sequence samples all %d of them", q, q));
+  }
+  const int64_t need = step_bytes(in, lim, pad_to, q);
   if (need > host_capacity || need > device_capacity)
     return invalid_argument(
         strformat("step inputs need %lld bytes, more than the %lld the CUDA runner reserved",
@@ -115,7 +173,7 @@ Status pack_step(const ModelInput& in, const StepLimits& lim, int32_t pad_to, bo
                   static_cast<long long>(std::min(host_capacity, device_capacity))));
   PackedStep& p = *out;
   p = PackedStep();
-  p.layout = StepLayout::make(t_count, s_count);
+  p.layout = StepLayout::make(t_count, s_count, q > 1 ? t_count : row_slots(in, s_count));
   p.num_tokens = t_count;
   p.num_seqs = s_count;
   StepArrays a = StepArrays::at(host, p.layout);
@@ -131,7 +189,7 @@ Status pack_step(const ModelInput& in, const StepLimits& lim, int32_t pad_to, bo
     a.slot_mapping[t] = -1;
   }
   for (int32_t s = real_s; s < s_count; ++s) {
-    a.query_start[s + 1] = a.query_start[s] + 1;
+    a.query_start[s + 1] = a.query_start[s] + q;
     a.seq_lens[s] = 0;
   }
 
@@ -154,14 +212,18 @@ Status pack_step(const ModelInput& in, const StepLimits& lim, int32_t pad_to, bo
   p.num_pages = n;
 
   // Rows that reach the LM head and the sampling rows that read them.
-  const int32_t num_samples = static_cast<int32_t>(in.sample_seqs.size());
+  const int32_t num_samples = in.num_sample_rows();
   p.num_samples = num_samples;
   if (graph_rows) {
-    for (int32_t s = 0; s < s_count; ++s) a.lm_rows[s] = s;
-    p.num_lm_rows = s_count;
+    // Every row of the bucket (one per sequence, or q per sequence).
+    for (int32_t t = 0; t < t_count; ++t) a.lm_rows[t] = t;
+    p.num_lm_rows = t_count;
   } else {
-    for (int32_t i = 0; i < num_samples; ++i)
-      a.lm_rows[i] = in.query_start[in.sample_seqs[i] + 1] - 1;
+    int32_t r = 0;
+    for (size_t i = 0; i < in.sample_seqs.size(); ++i) {
+      const int32_t end = in.query_start[in.sample_seqs[i] + 1];
+      for (int32_t row = end - in.sample_count(i); row < end; ++row) a.lm_rows[r++] = row;
+    }
     p.num_lm_rows = num_samples;
   }
 
@@ -172,7 +234,7 @@ Status pack_step(const ModelInput& in, const StepLimits& lim, int32_t pad_to, bo
   p.history_offset = align16(p.banned_offset + 4 * nb);
   int32_t* history = reinterpret_cast<int32_t*>(host + p.history_offset);
   int32_t b_used = 0, h_used = 0;
-  for (int32_t i = 0; i < num_samples; ++i) {
+  for_each_row(in, [&](size_t i, bool first) {
     const SamplingRow& r = in.sampling[i];
     DeviceSamplingRow d;
     d.temperature = r.temperature;
@@ -185,7 +247,9 @@ Status pack_step(const ModelInput& in, const StepLimits& lim, int32_t pad_to, bo
     d.num_logprobs = r.num_logprobs;
     d.seed = r.seed;
     d.step = r.step;
-    d.logits_row = graph_rows ? in.sample_seqs[i] : i;
+    // Graph rows: q = 1, row i is sample_seqs[i]'s; q > 1, every sequence samples all its q rows,
+    // so sampled row i is token row i.
+    d.logits_row = graph_rows && q == 1 ? in.sample_seqs[i] : static_cast<int32_t>(i);
     d.banned_begin = b_used;
     if (!r.banned_tokens.empty()) {
       std::memcpy(banned + b_used, r.banned_tokens.data(),
@@ -195,7 +259,16 @@ Status pack_step(const ModelInput& in, const StepLimits& lim, int32_t pad_to, bo
     }
     d.banned_end = b_used;
     d.history_begin = d.history_prompt_end = d.history_end = h_used;
-    if (has_penalties(r)) {
+    if (has_penalties(r) && !first && extends_history(in.sampling[i - 1], r)) {
+      // The previous row's history was written last, ending at h_used: extend it by one token.
+      const DeviceSamplingRow& prev = a.sampling[i - 1];
+      history[h_used] = r.history_tokens.back();
+      h_used += 1;
+      d.history_begin = prev.history_begin;
+      d.history_prompt_end = prev.history_prompt_end;
+      d.history_end = h_used;
+      p.needs_processing = true;
+    } else if (has_penalties(r)) {
       const int32_t len = static_cast<int32_t>(r.history_tokens.size());
       std::memcpy(history + h_used, r.history_tokens.data(), sizeof(int32_t) * len);
       d.history_prompt_end = h_used + std::clamp(r.history_prompt_len, 0, len);
@@ -205,7 +278,7 @@ Status pack_step(const ModelInput& in, const StepLimits& lim, int32_t pad_to, bo
     }
     if (r.num_logprobs >= 0) p.needs_logprobs = true;
     a.sampling[i] = d;
-  }
+  });
   p.bytes = p.history_offset + 4 * static_cast<int64_t>(h_used);
   return Status();
 }
