@@ -19,6 +19,14 @@ inline std::string fixture_path(const std::string& relative) {
 // The default model (SmolLM2-135M-Instruct Q4_1), fetched by scripts/fetch-default-model.sh.
 std::string default_model_path();
 
+// Runs a program to completion: its exit code (-1 when it crashed or timed out, then err says
+// "timed out"), stdout and stderr.
+struct ProcessResult {
+  int exit_code = -1;
+  QString out, err;
+};
+ProcessResult run_process(const QString& program, const QStringList& args, int timeout_ms = 120000);
+
 }  // namespace lathe::test
 
 // QVERIFY for Status / Result: fails with the error message.
