@@ -7,8 +7,8 @@
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "Lathe: a workbench for LLM inference. Inspect, run, serve and benchmark Llama-family "
-      "models\n"
+      "Lathe: a workbench for LLM inference. Inspect, run, serve, benchmark and quantize "
+      "Llama-family models\n"
       "(GGUF files and Hugging Face folders) on the CPU or NVIDIA GPUs."};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("lathe ") + LATHE_VERSION);
@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   lathe::cli::register_inspect(app, &exit_code);
   lathe::cli::register_serve(app, &exit_code);
   lathe::cli::register_bench(app, &exit_code);
+  lathe::cli::register_quantize(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -26,6 +26,14 @@ inline bool gpu_required() {
   return v != nullptr && std::string(v) == "1";
 }
 
+// Runs a program to completion: its exit code (-1 when it crashed or timed out, then err says
+// "timed out"), stdout and stderr.
+struct ProcessResult {
+  int exit_code = -1;
+  QString out, err;
+};
+ProcessResult run_process(const QString& program, const QStringList& args, int timeout_ms = 120000);
+
 }  // namespace lathe::test
 
 // QVERIFY for Status / Result: fails with the error message.

@@ -66,6 +66,12 @@ std::optional<DType> dtype_from_ggml(uint32_t ggml_type) {
   return std::nullopt;
 }
 
+std::optional<uint32_t> ggml_type_id(DType type) {
+  for (const GgmlId& g : kGgml)
+    if (g.type == type) return g.id;
+  return std::nullopt;
+}
+
 std::string_view ggml_type_name(uint32_t id) {
   static constexpr std::array<std::string_view, 40> kNames = {
       "f32",   "f16",        "q4_0",       "q4_1",       "q4_2",     "q4_3",     "q5_0",

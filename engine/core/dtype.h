@@ -53,6 +53,9 @@ double dtype_bits_per_element(DType t);
 
 // ggml type ids (GGUF tensor infos) -> DType. nullopt for types Lathe does not support.
 std::optional<DType> dtype_from_ggml(uint32_t ggml_type);
+// DType -> ggml type id (the inverse of dtype_from_ggml); nullopt for types GGUF has no id for here
+// (f8_e4m3, i32, i64, u8).
+std::optional<uint32_t> ggml_type_id(DType type);
 // The name ggml uses for an id, also for unsupported ones ("q2_K", "iq4_xs"), for error messages.
 std::string_view ggml_type_name(uint32_t ggml_type);
 

@@ -56,7 +56,39 @@ std::string map_layer(std::string_view name, std::string_view prefix, const Suff
   return "";
 }
 
+// "blk.<N>.<canonical suffix>" -> "<prefix><N>.<file suffix>" through `table`, else "".
+template <size_t K>
+std::string unmap_layer(std::string_view canonical, std::string_view prefix,
+                        const Suffix (&table)[K]) {
+  if (!starts_with(canonical, "blk.")) return "";
+  canonical.remove_prefix(4);
+  const size_t dot = canonical.find('.');
+  if (dot == std::string_view::npos || dot == 0) return "";
+  int64_t layer = -1;
+  const auto [ptr, ec] = std::from_chars(canonical.data(), canonical.data() + dot, layer);
+  if (ec != std::errc() || ptr != canonical.data() + dot || layer < 0) return "";
+  const std::string_view rest = canonical.substr(dot + 1);
+  for (const Suffix& s : table)
+    if (rest == s.canonical)
+      return std::string(prefix) + std::to_string(layer) + "." + std::string(s.file);
+  return "";
+}
+
 }  // namespace
+
+std::string hf_name_from_canonical(std::string_view c) {
+  if (c == "token_embd") return "model.embed_tokens.weight";
+  if (c == "output_norm") return "model.norm.weight";
+  if (c == "output") return "lm_head.weight";
+  return unmap_layer(c, "model.layers.", kHfLayer);
+}
+
+std::string gguf_name_from_canonical(std::string_view c) {
+  if (c == "token_embd") return "token_embd.weight";
+  if (c == "output_norm") return "output_norm.weight";
+  if (c == "output") return "output.weight";
+  return unmap_layer(c, "blk.", kGgufLayer);
+}
 
 std::string canonical_name_from_hf(std::string_view n) {
   if (n == "model.embed_tokens.weight") return "token_embd";

@@ -29,6 +29,12 @@ namespace lathe {
 std::string canonical_name_from_hf(std::string_view hf_name);
 std::string canonical_name_from_gguf(std::string_view gguf_name);
 
+// The inverse maps: a canonical name's tensor name in a Hugging Face checkpoint
+// ("model.layers.0.self_attn.q_proj.weight", "lm_head.weight") or a GGUF file
+// ("blk.0.attn_q.weight", "blk.0.attn_q.bias"); "" for names that are not canonical.
+std::string hf_name_from_canonical(std::string_view canonical);
+std::string gguf_name_from_canonical(std::string_view canonical);
+
 struct ExpectedTensor {
   std::string name;            // canonical
   std::vector<int64_t> shape;  // PyTorch order

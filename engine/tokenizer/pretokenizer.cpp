@@ -174,27 +174,42 @@ const char* split_rule_name(SplitRule rule) {
   return "?";
 }
 
+namespace {
+// The patterns as tokenizer.json files spell them (first), and llama.cpp's equivalent spellings.
+constexpr std::string_view kGpt2Patterns[] = {
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)",
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))",
+};
+constexpr std::string_view kLlama3Patterns[] = {
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+};
+constexpr std::string_view kQwen2Patterns[] = {
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
+};
+}  // namespace
+
 std::optional<SplitRule> split_rule_from_pattern(std::string_view pattern) {
-  // The patterns as tokenizer.json files spell them, and llama.cpp's equivalent spellings.
-  static constexpr std::string_view kGpt2[] = {
-      R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)",
-      R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))",
-  };
-  static constexpr std::string_view kLlama3[] = {
-      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
-      R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
-  };
-  static constexpr std::string_view kQwen2[] = {
-      R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
-      R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)",
-  };
-  for (std::string_view p : kGpt2)
+  for (std::string_view p : kGpt2Patterns)
     if (p == pattern) return SplitRule::kGpt2;
-  for (std::string_view p : kLlama3)
+  for (std::string_view p : kLlama3Patterns)
     if (p == pattern) return SplitRule::kLlama3;
-  for (std::string_view p : kQwen2)
+  for (std::string_view p : kQwen2Patterns)
     if (p == pattern) return SplitRule::kQwen2;
   return std::nullopt;
+}
+
+std::string_view split_rule_pattern(SplitRule rule) {
+  switch (rule) {
+    case SplitRule::kGpt2:
+      return kGpt2Patterns[0];
+    case SplitRule::kLlama3:
+      return kLlama3Patterns[0];
+    case SplitRule::kQwen2:
+      return kQwen2Patterns[0];
+  }
+  return kGpt2Patterns[0];
 }
 
 PreTokenizer PreTokenizer::gpt2() {

@@ -23,6 +23,8 @@ enum class SplitRule { kGpt2, kLlama3, kQwen2 };
 const char* split_rule_name(SplitRule rule);
 // The rule whose regex is `pattern` (a tokenizer.json Split pattern), or nullopt when none is.
 std::optional<SplitRule> split_rule_from_pattern(std::string_view pattern);
+// The rule's regex as tokenizer.json files spell it (split_rule_from_pattern's first spelling).
+std::string_view split_rule_pattern(SplitRule rule);
 
 struct PreTokenizerStep {
   enum class Kind {

@@ -87,7 +87,9 @@ Result<std::shared_ptr<const Tokenizer>> load_gguf_bpe(const GgufTokenizerData& 
   return std::shared_ptr<const Tokenizer>(std::move(tokenizer));
 }
 
-Result<std::shared_ptr<const Tokenizer>> load_gguf_spm(const GgufTokenizerData& d) {
+}  // namespace
+
+Result<SpmModelSpec> spm_model_spec_from_gguf(const GgufTokenizerData& d) {
   const size_t n = d.tokens.size();
   if (d.scores.size() != n) {
     return corrupt_file(std::string(kGgufSource) + ": tokenizer.ggml.scores has " +
@@ -129,6 +131,13 @@ Result<std::shared_ptr<const Tokenizer>> load_gguf_spm(const GgufTokenizerData& 
   if (d.eos_id >= 0) spec.eos_piece = d.tokens[static_cast<size_t>(d.eos_id)];
   if (d.pad_id >= 0) spec.pad_piece = d.tokens[static_cast<size_t>(d.pad_id)];
 
+  return spec;
+}
+
+namespace {
+
+Result<std::shared_ptr<const Tokenizer>> load_gguf_spm(const GgufTokenizerData& d) {
+  LATHE_ASSIGN_OR_RETURN(const SpmModelSpec spec, spm_model_spec_from_gguf(d));
   SpmTokenizerOptions options;
   options.source = kGgufSource;
   options.bos_id = d.bos_id;
@@ -210,18 +219,24 @@ Result<std::shared_ptr<const Tokenizer>> load_gguf_tokenizer(const GgufTokenizer
       "vocabularies)");
 }
 
+Result<HfSpecialTokenSettings> read_hf_special_token_settings(const std::string& folder) {
+  HfSpecialTokenSettings settings;
+  std::error_code ec;
+  for (const char* name : {"special_tokens_map.json", "tokenizer_config.json"}) {
+    const fs::path p = fs::path(folder) / name;
+    if (!fs::exists(p, ec)) continue;
+    LATHE_ASSIGN_OR_RETURN(std::string text, read_file(p.string()));
+    LATHE_RETURN_IF_ERROR(parse_hf_special_token_settings(text, p.string(), settings));
+  }
+  return settings;
+}
+
 Result<std::shared_ptr<const Tokenizer>> load_hf_tokenizer(const std::string& folder) {
   const fs::path dir(folder);
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return not_found(folder + ": not a folder");
 
-  HfSpecialTokenSettings settings;
-  for (const char* name : {"special_tokens_map.json", "tokenizer_config.json"}) {
-    const fs::path p = dir / name;
-    if (!fs::exists(p, ec)) continue;
-    LATHE_ASSIGN_OR_RETURN(std::string text, read_file(p.string()));
-    LATHE_RETURN_IF_ERROR(parse_hf_special_token_settings(text, p.string(), settings));
-  }
+  LATHE_ASSIGN_OR_RETURN(HfSpecialTokenSettings settings, read_hf_special_token_settings(folder));
 
   const fs::path json_path = dir / "tokenizer.json";
   const fs::path model_path = dir / "tokenizer.model";

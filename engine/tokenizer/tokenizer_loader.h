@@ -30,6 +30,19 @@ struct GgufTokenizerData {
 
 Result<std::shared_ptr<const Tokenizer>> load_gguf_tokenizer(const GgufTokenizerData& data);
 
+struct SpmModelSpec;  // spm_model_proto.h
+
+// The SentencePiece model a GGUF "llama" vocabulary stands for (pieces, scores, types, special
+// pieces, llama.cpp's normalization), as load_gguf_tokenizer() builds it; also what a
+// tokenizer.model written from the GGUF holds. kCorruptFile when scores or types do not fit.
+Result<SpmModelSpec> spm_model_spec_from_gguf(const GgufTokenizerData& data);
+
+struct HfSpecialTokenSettings;  // hf_tokenizer_json.h
+
+// The special-token settings of a Hugging Face folder: special_tokens_map.json, then
+// tokenizer_config.json (later files win). Absent files are skipped.
+Result<HfSpecialTokenSettings> read_hf_special_token_settings(const std::string& folder);
+
 // Hugging Face folder: tokenizer.json (byte-level BPE or, when only it exists, tokenizer.model for
 // SentencePiece), with tokenizer_config.json for add_bos_token / add_eos_token and special tokens.
 // Errors name the folder and the missing file: "<dir>: no tokenizer.json or tokenizer.model".

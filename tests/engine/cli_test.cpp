@@ -11,25 +11,10 @@
 
 namespace {
 
-struct Run {
-  int exit_code = -1;
-  QString out, err;
-};
+using Run = lathe::test::ProcessResult;
 
 Run run_lathe(const QStringList& args, int timeout_ms = 120000) {
-  QProcess p;
-  p.start(QString(LATHE_CLI), args);
-  Run r;
-  if (!p.waitForFinished(timeout_ms)) {
-    p.kill();
-    p.waitForFinished();
-    r.err = "timed out";
-    return r;
-  }
-  r.exit_code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-  r.out = QString::fromUtf8(p.readAllStandardOutput());
-  r.err = QString::fromUtf8(p.readAllStandardError());
-  return r;
+  return lathe::test::run_process(QString(LATHE_CLI), args, timeout_ms);
 }
 
 QString fixture() {

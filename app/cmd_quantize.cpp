@@ -1,0 +1,141 @@
+// `lathe quantize MODEL --scheme S --output OUT [--bits B] [--group-size G] [--sym|--asym]
+// [--format F] [--force] [--shard-size SIZE]`: a calibration-free quantization of a Hugging Face
+// folder or a GGUF file (engine/quant/quantize_model.h does the work; this file parses flags and
+// prints progress). Per-layer progress with an ETA goes to stderr; Ctrl-C stops cleanly and leaves
+// nothing under OUT. Errors: one line, exit code 1; interrupted: exit code 130.
+#include <CLI/CLI.hpp>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "app/commands.h"
+#include "engine/core/strings.h"
+#include "engine/quant/quantize_model.h"
+
+namespace lathe::cli {
+namespace {
+
+struct QuantizeFlags {
+  std::string model;
+  std::string output;
+  std::string scheme;
+  int bits = -1;
+  int64_t group_size = 0;
+  bool sym = false;
+  bool asym = false;
+  std::string format;
+  bool force = false;
+  std::string shard_size = "5GiB";
+};
+
+std::atomic<bool> g_cancel{false};
+void on_sigint(int) {
+  g_cancel.store(true);
+}
+
+std::string seconds_text(double s) {
+  if (s < 90) return strformat("%.1f s", s);
+  if (s < 5400) return strformat("%.1f min", s / 60);
+  return strformat("%.1f h", s / 3600);
+}
+
+int run_quantize(const QuantizeFlags& f) {
+  auto fail = [](const std::string& message) {
+    std::fprintf(stderr, "lathe quantize: %s\n", message.c_str());
+    return 1;
+  };
+  if (f.sym && f.asym) return fail("--sym and --asym exclude each other");
+  QuantizeRequest r;
+  r.model = f.model;
+  r.output = f.output;
+  r.scheme.scheme = f.scheme;
+  r.scheme.bits = f.bits;
+  r.scheme.group_size = f.group_size;
+  r.scheme.symmetric = f.sym ? 1 : f.asym ? 0 : -1;
+  r.scheme.format = f.format;
+  r.force = f.force;
+  r.max_shard_bytes = parse_byte_size(f.shard_size);
+  if (r.max_shard_bytes <= 0)
+    return fail("--shard-size: cannot read '" + f.shard_size + "' as a size; write it like 5GiB");
+
+  Result<std::unique_ptr<QuantizeJob>> prepared = QuantizeJob::prepare(r);
+  if (!prepared.is_ok()) return fail(prepared.status().message());
+  QuantizeJob& job = *prepared.value();
+  const ModelConfig& c = job.source().config();
+  std::fprintf(stderr, "lathe quantize: %s (%s, %s parameters, %lld layers, %s) -> %s\n",
+               f.model.c_str(), architecture_name(c.arch),
+               format_count(static_cast<double>(c.num_parameters())).c_str(),
+               static_cast<long long>(c.num_layers),
+               std::string(dtype_name(job.source().weight_dtype())).c_str(), f.output.c_str());
+  std::fprintf(stderr, "  scheme: %s; output about %s\n", job.scheme().description().c_str(),
+               format_bytes(static_cast<double>(job.expected_bytes())).c_str());
+
+  g_cancel.store(false);
+  std::signal(SIGINT, on_sigint);
+  Result<QuantizeResult> result = job.run(
+      [](const QuantizeProgress& p) {
+        if (!p.layer_finished) return;
+        const std::string what =
+            p.layer < 0 ? std::string("embedding, norm and head")
+                        : strformat("layer %lld/%lld", static_cast<long long>(p.layer + 1),
+                                    static_cast<long long>(p.num_layers));
+        std::fprintf(
+            stderr, "  [%3lld%%] %s done, %s elapsed, ETA %s\n",
+            static_cast<long long>(100 * p.tensors_done / std::max<int64_t>(1, p.tensors_total)),
+            what.c_str(), seconds_text(p.elapsed_s).c_str(), seconds_text(p.eta_s).c_str());
+      },
+      &g_cancel);
+  std::signal(SIGINT, SIG_DFL);
+  if (!result.is_ok()) {
+    if (result.status().code() == ErrorCode::kCancelled) {
+      std::fprintf(stderr, "lathe quantize: %s\n", result.status().message().c_str());
+      return 130;
+    }
+    return fail(result.status().message());
+  }
+  const QuantizeResult& q = result.value();
+  std::fprintf(stderr, "lathe quantize: wrote %s (%s) in %s: %lld tensors quantized, %lld kept\n",
+               q.output.c_str(), format_bytes(static_cast<double>(q.output_bytes)).c_str(),
+               seconds_text(q.seconds).c_str(), static_cast<long long>(q.quantized_tensors),
+               static_cast<long long>(q.kept_tensors));
+  for (const std::string& note : q.notes) std::fprintf(stderr, "  %s\n", note.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void register_quantize(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<QuantizeFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "quantize",
+      "Quantize a model without calibration data: RTN int4/int8 (GPTQ, AWQ or compressed-tensors "
+      "folders), FP8, INT8 W8A16, or a GGUF file (q8_0, q6_k, q5_k_m, q4_k_m, q4_0)");
+  cmd->add_option("model", f->model,
+                  "the source: a Hugging Face folder (F32/F16/BF16 safetensors) or a GGUF file")
+      ->required();
+  cmd->add_option("-o,--output", f->output,
+                  "where to write: a folder for HF formats, a .gguf file for GGUF types")
+      ->required();
+  cmd->add_option("-s,--scheme", f->scheme,
+                  "rtn | fp8-dynamic | fp8-block | int8-w8a16 | q8_0 | q6_k | q5_k_m | q4_k_m | "
+                  "q4_0")
+      ->required();
+  cmd->add_option("--bits", f->bits, "rtn: 4 or 8 bits per weight (default 4)");
+  cmd->add_option("--group-size", f->group_size,
+                  "rtn: input columns per scale, e.g. 32, 64, 128 (default), or -1 for one scale "
+                  "per output channel");
+  cmd->add_flag("--sym", f->sym, "rtn: symmetric grid, zero point 2^(bits-1) (default)");
+  cmd->add_flag("--asym", f->asym, "rtn: asymmetric grid with a zero point per group");
+  cmd->add_option("--format", f->format,
+                  "rtn: gptq | awq | compressed-tensors (default) — the layout of the folder");
+  cmd->add_flag("--force", f->force, "replace OUT when it exists");
+  cmd->add_option("--shard-size", f->shard_size,
+                  "HF formats: largest safetensors file, e.g. 5GiB (default)")
+      ->capture_default_str();
+  cmd->callback([f, exit_code]() { *exit_code = run_quantize(*f); });
+}
+
+}  // namespace lathe::cli

@@ -1,0 +1,48 @@
+// The model a quantization starts from: a Hugging Face folder of F32 / F16 / BF16 safetensors, or
+// a GGUF file of any type the engine loads (its tensors are dequantized with engine/model/dequant).
+// Tensors are read one at a time, as float32 in PyTorch shape order and in Hugging Face row order:
+// the Q/K rows a Llama GGUF stores permuted for adjacent-pair RoPE are put back in rotate-half
+// order, so every writer starts from the same convention.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/model/gguf_file.h"
+#include "engine/model/loaded_model.h"
+
+namespace lathe {
+
+class QuantSource {
+ public:
+  // Opens `path` (weights memory-mapped, no tokenizer built). Errors: the loader's (missing files,
+  // a quantized HF checkpoint), and kUnsupported naming the first tensor stored in a type
+  // quantization cannot start from ("unsupported source dtype ...").
+  static Result<QuantSource> open(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  bool is_gguf() const { return gguf_ != nullptr; }
+  const ModelConfig& config() const { return model_.config; }
+  const LoadedModel& model() const { return model_; }
+  // GGUF sources: the file (metadata to copy, tokenizer data); null for HF folders.
+  const std::shared_ptr<const GgufFile>& gguf() const { return gguf_; }
+  // HF sources: the folder (config, tokenizer and template files to copy).
+  const std::string& hf_folder() const { return hf_folder_; }
+  // The dominant stored type of the source's weights (bf16, f16, f32, q4_1, ...).
+  DType weight_dtype() const { return model_.config.weight_dtype; }
+
+  // A canonical tensor (weight_store.h names) as float32, shape = shape(canonical).
+  Result<std::vector<float>> read(const std::string& canonical) const;
+  std::vector<int64_t> shape(const std::string& canonical) const;
+  bool has(const std::string& canonical) const { return model_.weights.contains(canonical); }
+
+ private:
+  std::string path_;
+  std::string hf_folder_;
+  LoadedModel model_;
+  std::shared_ptr<const GgufFile> gguf_;
+};
+
+}  // namespace lathe

@@ -1,0 +1,117 @@
+#include "engine/quant/quantize_model.h"
+
+#include <chrono>
+#include <filesystem>
+
+#include "engine/core/log.h"
+#include "engine/core/strings.h"
+#include "engine/quant/atomic_output.h"
+#include "engine/quant/gguf_quant_writer.h"
+#include "engine/quant/hf_quant_writer.h"
+
+namespace lathe {
+namespace fs = std::filesystem;
+
+namespace {
+
+int64_t layer_of(const std::string& canonical) {
+  if (!starts_with(canonical, "blk.")) return -1;
+  return std::atoll(canonical.c_str() + 4);
+}
+
+int64_t path_bytes(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_regular_file(path, ec)) return static_cast<int64_t>(fs::file_size(path, ec));
+  int64_t total = 0;
+  for (const auto& e : fs::recursive_directory_iterator(path, ec))
+    if (e.is_regular_file(ec)) total += static_cast<int64_t>(e.file_size(ec));
+  return total;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<QuantizeJob>> QuantizeJob::prepare(const QuantizeRequest& request) {
+  QuantizeRequest r = request;
+  while (r.output.size() > 1 && r.output.back() == '/') r.output.pop_back();  // "out/" is "out"
+  if (r.model.empty()) return invalid_argument("no model given: pass MODEL (an HF folder or GGUF)");
+  if (r.output.empty()) return invalid_argument("no output given: pass --output OUT");
+  // Cheap checks first: the scheme and the output name need no model.
+  LATHE_RETURN_IF_ERROR(resolve_quant_scheme(r.scheme, DType::kBF16).status());
+  LATHE_RETURN_IF_ERROR(check_output_path(r.output, r.force));
+  const fs::path out_abs = fs::weakly_canonical(fs::absolute(r.output));
+  if (out_abs == fs::weakly_canonical(fs::absolute(r.model)))
+    return invalid_argument(r.output + " is the source model itself; write to another name");
+
+  std::unique_ptr<QuantizeJob> job(new QuantizeJob());
+  job->request_ = r;
+  LATHE_ASSIGN_OR_RETURN(job->source_, QuantSource::open(r.model));
+  LATHE_ASSIGN_OR_RETURN(job->scheme_,
+                         resolve_quant_scheme(r.scheme, hf_output_dtype(job->source_)));
+  if (job->scheme_.kind == QuantKind::kGguf) {
+    LATHE_ASSIGN_OR_RETURN(job->writer_, make_gguf_quant_writer(job->source_, job->scheme_));
+  } else {
+    LATHE_ASSIGN_OR_RETURN(job->writer_,
+                           make_hf_quant_writer(job->source_, job->scheme_, r.max_shard_bytes));
+  }
+  LATHE_RETURN_IF_ERROR(check_free_space(r.output, job->writer_->expected_bytes()));
+  return job;
+}
+
+Result<QuantizeResult> QuantizeJob::run(const QuantizeProgressFn& progress,
+                                        const std::atomic<bool>* cancel) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point start = Clock::now();
+  LATHE_ASSIGN_OR_RETURN(
+      AtomicOutput out,
+      AtomicOutput::begin(request_.output, writer_->output_is_folder(), request_.force));
+  LATHE_RETURN_IF_ERROR(writer_->begin(out.temp_path()));
+
+  const std::vector<std::string>& order = writer_->order();
+  int64_t total_elems = 0;
+  for (const std::string& name : order) {
+    int64_t n = 1;
+    for (int64_t d : source_.shape(name)) n *= d;
+    total_elems += source_.has(name) ? n : 0;
+  }
+  QuantizeResult result;
+  QuantizeProgress p;
+  p.tensors_total = static_cast<int64_t>(order.size());
+  p.num_layers = source_.config().num_layers;
+  int64_t done_elems = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (cancel != nullptr && cancel->load())
+      return cancelled("interrupted; nothing was written under " + request_.output);
+    const std::string& name = order[i];
+    std::vector<float> data;
+    if (source_.has(name)) {
+      LATHE_ASSIGN_OR_RETURN(data, source_.read(name));
+    }
+    done_elems += static_cast<int64_t>(data.size());
+    if (writer_->is_quantized(name)) {
+      ++result.quantized_tensors;
+    } else {
+      ++result.kept_tensors;
+    }
+    LATHE_RETURN_IF_ERROR(writer_->write_tensor(name, std::move(data)));
+    if (progress) {
+      p.tensors_done = static_cast<int64_t>(i) + 1;
+      p.tensor = name;
+      p.layer = layer_of(name);
+      p.layer_finished = i + 1 == order.size() || layer_of(order[i + 1]) != p.layer;
+      p.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
+      const double frac = total_elems > 0 ? static_cast<double>(done_elems) / total_elems : 1.0;
+      p.eta_s = frac > 0.0 ? p.elapsed_s * (1.0 - frac) / frac : 0.0;
+      progress(p);
+    }
+  }
+  if (cancel != nullptr && cancel->load())
+    return cancelled("interrupted; nothing was written under " + request_.output);
+  LATHE_ASSIGN_OR_RETURN(result.notes, writer_->finish());
+  LATHE_RETURN_IF_ERROR(out.commit());
+  result.output = request_.output;
+  result.output_bytes = path_bytes(request_.output);
+  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return result;
+}
+
+}  // namespace lathe

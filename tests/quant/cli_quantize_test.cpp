@@ -1,0 +1,137 @@
+// `lathe quantize` as a user runs it: one-line errors with exit code 1 for each kind of bad input,
+// per-layer progress with an ETA, a summary, and Ctrl-C (SIGINT) stopping cleanly with exit code
+// 130 and nothing left under the output name.
+#include <QtTest>
+
+#include <QProcess>
+#include <QTemporaryDir>
+
+#include <csignal>
+#include <filesystem>
+
+#include "quant_model_util.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+lathe::test::ProcessResult lathe_quantize(const QStringList& args, int timeout_ms = 300000) {
+  return lathe::test::run_process(QString(LATHE_CLI), QStringList{"quantize"} + args, timeout_ms);
+}
+
+bool leftovers(const QString& dir) {
+  for (const auto& e : fs::directory_iterator(dir.toStdString()))
+    if (e.path().filename().string().find(".tmp-") != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+class CliQuantizeTest : public QObject {
+  Q_OBJECT
+  QTemporaryDir dir_;
+  QString model_;
+
+ private slots:
+  void initTestCase() {
+    model_ = dir_.filePath("synthetic");
+    LATHE_QVERIFY_OK(lathe::test::write_synthetic_model(model_.toStdString(), {}));
+    lathe::test::SyntheticModel fp8;
+    fp8.bad_tensor_dtype = "F8_E4M3";
+    LATHE_QVERIFY_OK(lathe::test::write_synthetic_model(dir_.filePath("fp8").toStdString(), fp8));
+  }
+
+  void bad_input_is_one_line_and_exit_1_data() {
+    QTest::addColumn<QStringList>("args");
+    QTest::addColumn<QString>("expected");
+    const QString out = dir_.filePath("out");
+    QTest::newRow("unknown scheme")
+        << QStringList{model_, "-o", out, "--scheme", "iq2_xs"} << "unknown --scheme 'iq2_xs'";
+    QTest::newRow("group size") << QStringList{model_, "-o",           out, "--scheme",
+                                               "rtn",  "--group-size", "96"}
+                                << "group size 96 does not divide";
+    QTest::newRow("output exists")
+        << QStringList{model_, "-o", model_ + "/config.json", "--scheme", "q8_0"}
+        << "exists; pass --force";
+    QTest::newRow("sym and asym") << QStringList{model_, "-o",    out,     "--scheme",
+                                                 "rtn",  "--sym", "--asym"}
+                                  << "--sym and --asym";
+    QTest::newRow("no model") << QStringList{dir_.filePath("missing"), "-o", out, "--scheme",
+                                             "q8_0"}
+                              << "no such file or folder";
+    QTest::newRow("awq 8 bits") << QStringList{model_,   "-o", out,        "--scheme", "rtn",
+                                               "--bits", "8",  "--format", "awq"}
+                                << "4-bit";
+    QTest::newRow("source dtype") << QStringList{dir_.filePath("fp8"), "-o", out, "--scheme",
+                                                 "q8_0"}
+                                  << "unsupported source: ";
+    QTest::newRow("shard size") << QStringList{model_, "-o",           out,   "--scheme",
+                                               "rtn",  "--shard-size", "lots"}
+                                << "--shard-size";
+  }
+  void bad_input_is_one_line_and_exit_1() {
+    QFETCH(QStringList, args);
+    QFETCH(QString, expected);
+    const lathe::test::ProcessResult r = lathe_quantize(args);
+    QCOMPARE(r.exit_code, 1);
+    const QStringList lines = r.err.split('\n', Qt::SkipEmptyParts);
+    QCOMPARE(lines.size(), 1);
+    QVERIFY2(lines[0].startsWith("lathe quantize: ") && lines[0].contains(expected),
+             qPrintable(r.err));
+    QVERIFY(!fs::exists(dir_.filePath("out").toStdString()));
+    QVERIFY(!leftovers(dir_.path()));
+  }
+
+  void reports_progress_and_a_summary() {
+    const QString out = dir_.filePath("q.gguf");
+    lathe::test::ProcessResult r = lathe_quantize({model_, "-o", out, "-s", "q4_k_m"});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    QVERIFY2(r.err.contains("layer 1/2 done") && r.err.contains("layer 2/2 done") &&
+                 r.err.contains("ETA"),
+             qPrintable(r.err));
+    QVERIFY2(r.err.contains("wrote " + out) && r.err.contains("tensor types: "), qPrintable(r.err));
+    QVERIFY(fs::exists(out.toStdString()));
+    // Again without --force: refused; with it: replaced.
+    r = lathe_quantize({model_, "-o", out, "-s", "q8_0"});
+    QCOMPARE(r.exit_code, 1);
+    r = lathe_quantize({model_, "-o", out, "-s", "q8_0", "--force"});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    const QString folder = dir_.filePath("rtn");
+    r = lathe_quantize({model_, "-o", folder + "/", "-s", "rtn", "--format", "gptq", "--asym",
+                        "--group-size", "64"});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    QVERIFY2(r.err.contains("int4 g64 asymmetric; gptq"), qPrintable(r.err));
+    QVERIFY(fs::exists(folder.toStdString() + "/quantize_config.json"));
+  }
+
+  void ctrl_c_stops_cleanly() {
+    const std::string model = lathe::test::default_model_path();
+    if (!fs::exists(model))
+      QSKIP("the default model is not in the cache (scripts/fetch-default-model.sh)");
+    const QString out = dir_.filePath("interrupted.gguf");
+    QProcess p;
+    p.start(QString(LATHE_CLI),
+            {"quantize", QString::fromStdString(model), "-o", out, "-s", "q4_k_m"});
+    QVERIFY(p.waitForStarted());
+    // Interrupt once the first layer is done, well before the last one.
+    QString err;
+    QElapsedTimer t;
+    t.start();
+    while (!err.contains("layer 1/") && t.elapsed() < 120000 && p.state() == QProcess::Running) {
+      p.waitForReadyRead(100);
+      err += QString::fromUtf8(p.readAllStandardError());
+    }
+    QVERIFY2(err.contains("layer 1/"), qPrintable(err));
+    ::kill(static_cast<pid_t>(p.processId()), SIGINT);
+    QVERIFY(p.waitForFinished(120000));
+    err += QString::fromUtf8(p.readAllStandardError());
+    QCOMPARE(p.exitStatus(), QProcess::NormalExit);
+    QVERIFY2(p.exitCode() == 130 && err.contains("interrupted; nothing was written"),
+             qPrintable(err));
+    QVERIFY(!fs::exists(out.toStdString()));
+    QVERIFY(!leftovers(dir_.path()));
+  }
+};
+
+QTEST_GUILESS_MAIN(CliQuantizeTest)
+#include "cli_quantize_test.moc"
