@@ -79,6 +79,25 @@ struct ForwardPlan {
   std::string describe() const;  // one line: the layer's ops, then the head's
 };
 
+// The projection of `slot` among a model's weights in any backend's form: a layer struct with the
+// members qkv, o, gate_up and down, and the LM head (which belongs to no layer).
+template <typename Layer, typename Linear>
+const Linear& projection(const Layer& layer, const Linear& lm_head, LinearSlot slot) {
+  switch (slot) {
+    case LinearSlot::kQkv:
+      return layer.qkv;
+    case LinearSlot::kO:
+      return layer.o;
+    case LinearSlot::kGateUp:
+      return layer.gate_up;
+    case LinearSlot::kDown:
+      return layer.down;
+    case LinearSlot::kLmHead:
+      break;
+  }
+  return lm_head;
+}
+
 // The plan for `config` with the weights split over `world_size` ranks (1: no reductions).
 ForwardPlan make_forward_plan(const ModelConfig& config, int32_t world_size = 1);
 

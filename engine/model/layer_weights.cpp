@@ -28,20 +28,7 @@ int64_t LinearGroup::bytes() const {
 }
 
 const LinearGroup& ModelWeights::linear(int64_t layer, LinearSlot slot) const {
-  const LayerWeights& l = layers[static_cast<size_t>(layer)];
-  switch (slot) {
-    case LinearSlot::kQkv:
-      return l.qkv;
-    case LinearSlot::kO:
-      return l.o;
-    case LinearSlot::kGateUp:
-      return l.gate_up;
-    case LinearSlot::kDown:
-      return l.down;
-    case LinearSlot::kLmHead:
-      break;
-  }
-  return lm_head;
+  return projection(layers[static_cast<size_t>(layer)], lm_head, slot);
 }
 
 int64_t ModelWeights::linear_bytes(bool count_tied_head) const {

@@ -287,9 +287,31 @@ class CudaRunnerTest : public QObject {
  private slots:
   void fixture_models_match_cpu_data() {
     QTest::addColumn<QString>("model");
-    for (const char* m :
-         {"llama_tied", "llama3_untied_bf16", "mistral_f16", "qwen2_tied", "qwen3_untied_bf16"})
+    // The two GGUF files keep their blocks on the GPU (q8_0, q4_0, q4_1, q5_0, q5_1 parts beside
+    // f16/bf16 ones in one projection).
+    for (const char* m : {"llama_tied", "llama3_untied_bf16", "mistral_f16", "qwen2_tied",
+                          "qwen3_untied_bf16", "../model/tiny_llama.gguf", "../model/tiny_qwen2.gguf"})
       QTest::newRow(m) << QString(m);
+  }
+
+  // GGUF projections kept in their blocks (quant_linear.h) compute what the same weights
+  // dequantized at upload compute, in less device memory.
+  void stored_formats_match_dequantized_upload() {
+    LATHE_REQUIRE_GPU();
+    auto m = load_fixture("../model/tiny_llama.gguf");
+    LATHE_QVERIFY_RESULT(m);
+    CudaSwitches dense;
+    dense.native_formats = false;
+    auto stored = make_cuda(m.value(), 64, false);
+    auto dequantized = make_cuda(m.value(), 64, false, 1, dense);
+    LATHE_QVERIFY_RESULT(stored);
+    LATHE_QVERIFY_RESULT(dequantized);
+    QVERIFY2(stored.value()->memory_info().weight_bytes <
+                 dequantized.value()->memory_info().weight_bytes,
+             qPrintable(QString("%1 vs %2")
+                            .arg(stored.value()->memory_info().weight_bytes)
+                            .arg(dequantized.value()->memory_info().weight_bytes)));
+    expect_same_logits(m.value(), *stored.value(), *dequantized.value(), 3, 1e-2);
   }
   void fixture_models_match_cpu() {
     LATHE_REQUIRE_GPU();

@@ -21,19 +21,7 @@ const float* bias_or_null(const std::vector<float>& b) {
 }  // namespace
 
 const CpuModelRunner::Linear& CpuModelRunner::linear(const Layer& l, LinearSlot slot) const {
-  switch (slot) {
-    case LinearSlot::kQkv:
-      return l.qkv;
-    case LinearSlot::kO:
-      return l.o;
-    case LinearSlot::kGateUp:
-      return l.gate_up;
-    case LinearSlot::kDown:
-      return l.down;
-    case LinearSlot::kLmHead:
-      break;
-  }
-  return lm_head_;
+  return projection(l, lm_head_, slot);
 }
 
 void CpuModelRunner::run_layer_op(const ForwardOp& op, const Layer& l, int64_t li,

@@ -16,6 +16,9 @@
 namespace lathe::cuda {
 namespace {
 
+// The largest slab of a stored-format LM head dequantized at once for a batched GEMM.
+constexpr int64_t kDequantHeadSlabBytes = int64_t{256} << 20;
+
 // The layer this backend's kernels cover, op for op (cuda_forward.cpp pairs them); a plan that
 // differs needs new kernels before it can run here.
 Status check_plan(const ForwardPlan& p) {
@@ -87,7 +90,8 @@ Status CudaModel::init(const LoadedModel& model) {
 
   const auto t0 = std::chrono::steady_clock::now();
   LATHE_ASSIGN_OR_RETURN(weights_, upload_weights(model, options_.dtype, options_.dummy_seed,
-                                                  options_.parallel, ctx_->stream()));
+                                                  options_.parallel, sw.native_formats,
+                                                  ctx_->stream()));
   log_info(strformat("CUDA: %s of weights on %s in %.1f s",
                      format_bytes(static_cast<double>(weights_.storage.bytes())).c_str(),
                      props().name.c_str(),
@@ -136,6 +140,21 @@ Status CudaModel::allocate_activations() {
                                  static_cast<size_t>(act_.attn_counters.bytes()), ctx_->stream()));
   linear_ = std::make_unique<LinearDispatcher>(&ctx_->gemm(), options_.dtype,
                                                options_.switches.gemv_epilogues);
+  // Stored-format projections at batches above quant_gemv's: dequantized into this workspace, a
+  // layer projection whole, the LM head in slabs of at most kDequantHeadSlabBytes.
+  int64_t dq = 0;
+  for (int64_t li = 0; li < c.num_layers; ++li)
+    for (LinearSlot slot :
+         {LinearSlot::kQkv, LinearSlot::kO, LinearSlot::kGateUp, LinearSlot::kDown}) {
+      const DeviceLinear& w = weights_.linear(li, slot);
+      if (!w.parts.empty()) dq = std::max(dq, w.n * w.k * e);
+    }
+  if (!weights_.lm_head.parts.empty())
+    dq = std::max(dq, std::min(weights_.lm_head.n * weights_.lm_head.k * e, kDequantHeadSlabBytes));
+  if (dq > 0) {
+    LATHE_RETURN_IF_ERROR(act_.dequant_ws.allocate(dq, "dequantization workspace"));
+    linear_->set_dequant_workspace(act_.dequant_ws.get(), dq);
+  }
   return create_prefill_attention();
 }
 

@@ -85,6 +85,7 @@ struct Activations {
   DeviceBuffer act;       // [T, ffn]
   DeviceBuffer logits;    // f32 [S, vocab]
   DeviceBuffer attn_ws, attn_counters;  // split-KV workspace; decode merge counters (zero)
+  DeviceBuffer dequant_ws;  // stored-format weights dequantized for a GEMM (linear.h)
 };
 
 class CudaModel {

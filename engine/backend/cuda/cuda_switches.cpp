@@ -45,6 +45,7 @@ std::string CudaSwitches::describe() const {
   add(fused_rope != d.fused_rope, "fused_rope=0");
   add(gemv_epilogues != d.gemv_epilogues, "gemv_epilogues=0");
   add(pdl != d.pdl, "pdl=0");
+  add(native_formats != d.native_formats, "native_formats=0");
   return s.empty() ? std::string("defaults") : s;
 }
 
@@ -93,6 +94,7 @@ CudaSwitches cuda_switches_from_environment(std::vector<std::string>* warnings) 
   if (const char* v = env("LATHE_CUDA_FUSED_ROPE")) s.fused_rope = !is(v, "0");
   if (const char* v = env("LATHE_CUDA_GEMV_EPILOGUES")) s.gemv_epilogues = !is(v, "0");
   if (const char* v = env("LATHE_CUDA_PDL")) s.pdl = !is(v, "0");
+  if (const char* v = env("LATHE_CUDA_NATIVE_FORMATS")) s.native_formats = !is(v, "0");
   return s;
 }
 

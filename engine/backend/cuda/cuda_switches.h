@@ -29,6 +29,9 @@ struct CudaSwitches {
   bool fused_rope = true;      // LATHE_CUDA_FUSED_ROPE=0: RoPE/KV never in the fused QKV epilogue
   bool gemv_epilogues = true;  // LATHE_CUDA_GEMV_EPILOGUES=0: separate SwiGLU and RoPE/KV kernels
   bool pdl = true;             // LATHE_CUDA_PDL=0: no programmatic dependent launch
+  // LATHE_CUDA_NATIVE_FORMATS=0: quantized (GGUF) projections dequantized to the activation dtype at
+  // upload, as before native kernels (more memory; the dense kernels' speed).
+  bool native_formats = true;
 
   // "fused=0 lookahead=0" for the switches that differ from the defaults; "defaults" when none.
   std::string describe() const;

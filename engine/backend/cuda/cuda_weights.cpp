@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include "engine/backend/cuda/cast.h"
+#include "engine/backend/cuda/weight_uploader.h"
 #include "engine/backend/cuda/random_fill.h"
 #include "engine/core/strings.h"
 #include "engine/core/thread_pool.h"
@@ -16,7 +16,6 @@ namespace lathe::cuda {
 namespace {
 
 constexpr int64_t kAlign = 256;
-constexpr int64_t kStagingBytes = int64_t{64} << 20;
 // The CPU backend's dummy weights (cpu::make_random_matrix): standard deviation 0.02.
 constexpr float kDummyStd = 0.02f;
 
@@ -34,102 +33,10 @@ struct Layout {
   }
 };
 
-// A part of a destination tensor: rows [row_offset, row_offset + rows) of a [*, cols] matrix.
-struct Target {
-  void* base = nullptr;  // the destination tensor
-  DType dtype = DType::kBF16;
-  int64_t row_offset = 0;
-  int64_t cols = 0;
-};
-
-// Double-buffered host-to-device staging: pinned host buffers, device buffers for conversions.
-class Uploader {
- public:
-  Status init(cudaStream_t stream) {
-    stream_ = stream;
-    for (int i = 0; i < 2; ++i) {
-      LATHE_RETURN_IF_ERROR(host_[i].allocate(kStagingBytes, "weight upload staging"));
-      LATHE_RETURN_IF_ERROR(dev_[i].allocate(kStagingBytes, "weight conversion staging"));
-      LATHE_CUDA_TRY(cudaEventCreateWithFlags(&done_[i], cudaEventDisableTiming));
-    }
-    return Status();
-  }
-  ~Uploader() {
-    for (cudaEvent_t e : done_)
-      if (e != nullptr) cudaEventDestroy(e);
-  }
-
-  // Copies the host tensor `src` ([rows, cols] of any dequantizable type) into `dst`.
-  Status upload(const std::string& name, const TensorView& src, const Target& dst) {
-    if (src.memory != MemoryKind::kHost) return invalid_argument(name + ": expected a host tensor");
-    if (!can_dequantize(src.dtype))
-      return unsupported(name + ": the CUDA backend cannot load " +
-                         std::string(dtype_name(src.dtype)) + " weights");
-    const int64_t rows = src.rows(), cols = src.row_elems();
-    if (cols != dst.cols) return internal_error(name + ": column count mismatch");
-    const bool raw =
-        src.dtype == DType::kF32 || src.dtype == DType::kF16 || src.dtype == DType::kBF16;
-    const DType staged = raw ? src.dtype : DType::kF32;
-    const int64_t staged_row = cols * static_cast<int64_t>(staged == DType::kF32 ? 4 : 2);
-    const int64_t dst_elem = dst.dtype == DType::kF32 ? 4 : 2;
-    const int64_t chunk_rows = std::max<int64_t>(1, kStagingBytes / staged_row);
-    if (staged_row > kStagingBytes)
-      return unsupported(name + ": a row is larger than the upload staging buffer");
-    for (int64_t r0 = 0; r0 < rows; r0 += chunk_rows) {
-      const int64_t r1 = std::min(rows, r0 + chunk_rows);
-      const int b = next_;
-      next_ ^= 1;
-      LATHE_CUDA_TRY(cudaEventSynchronize(done_[b]));  // the buffer's previous copy has finished
-      uint8_t* h = host_[b].as<uint8_t>();
-      if (raw) {
-        std::memcpy(h, src.row_ptr(r0), static_cast<size_t>((r1 - r0) * staged_row));
-      } else {
-        float* f = reinterpret_cast<float*>(h);
-        ThreadPool::global().parallel_for(
-            r1 - r0,
-            [&](int64_t a, int64_t e) { dequantize_rows(src, r0 + a, r0 + e, f + a * cols); }, 16);
-      }
-      uint8_t* out = static_cast<uint8_t*>(dst.base) + (dst.row_offset + r0) * cols * dst_elem;
-      const int64_t bytes = (r1 - r0) * staged_row;
-      if (staged == dst.dtype) {
-        LATHE_CUDA_TRY(
-            cudaMemcpyAsync(out, h, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, stream_));
-      } else {
-        LATHE_CUDA_TRY(cudaMemcpyAsync(dev_[b].get(), h, static_cast<size_t>(bytes),
-                                       cudaMemcpyHostToDevice, stream_));
-        LATHE_RETURN_IF_ERROR(
-            cast(staged, dev_[b].get(), dst.dtype, out, (r1 - r0) * cols, stream_));
-      }
-      LATHE_CUDA_TRY(cudaEventRecord(done_[b], stream_));
-    }
-    return Status();
-  }
-
- private:
-  cudaStream_t stream_ = nullptr;
-  PinnedBuffer host_[2];
-  DeviceBuffer dev_[2];
-  cudaEvent_t done_[2] = {nullptr, nullptr};
-  int next_ = 0;
-};
-
 }  // namespace
 
 const DeviceLinear& DeviceWeights::linear(int64_t layer, LinearSlot slot) const {
-  const DeviceLayer& l = layers[static_cast<size_t>(layer)];
-  switch (slot) {
-    case LinearSlot::kQkv:
-      return l.qkv;
-    case LinearSlot::kO:
-      return l.o;
-    case LinearSlot::kGateUp:
-      return l.gate_up;
-    case LinearSlot::kDown:
-      return l.down;
-    case LinearSlot::kLmHead:
-      break;
-  }
-  return lm_head;
+  return projection(layers[static_cast<size_t>(layer)], lm_head, slot);
 }
 
 namespace {
@@ -166,8 +73,47 @@ DeviceLinear dense(void* w, int64_t n, int64_t k, DType dtype, const char* name)
 
 }  // namespace
 
+namespace {
+
+// What a projection's storage takes: one dense matrix of the activation dtype, or each part in its
+// stored format (offsets into the single allocation).
+struct ProjectionPlan {
+  bool stored = false;
+  int64_t dense_offset = -1;
+  std::vector<int64_t> part_offsets;
+};
+
+// Bytes of one stored part on the device.
+Result<int64_t> stored_bytes(const WeightMatrix& m, int64_t act_bytes) {
+  switch (m.format) {
+    case WeightFormat::kDense:
+      return m.n * m.k * act_bytes;
+    case WeightFormat::kGguf:
+      return m.data.nbytes();
+    case WeightFormat::kInt:
+    case WeightFormat::kFp8:
+      break;
+  }
+  return unsupported(m.name + ": the CUDA backend cannot load " + m.describe() + " weights yet");
+}
+
+// The device description of a stored part at `data`.
+QuantPart part_of(const WeightMatrix& m, const void* data, int64_t row_offset) {
+  QuantPart q;
+  q.format = m.format;
+  q.gguf_type = m.dtype;
+  q.data = data;
+  q.n = m.n;
+  q.k = m.k;
+  q.row_offset = row_offset;
+  return q;
+}
+
+}  // namespace
+
 Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint64_t dummy_seed,
-                                     const ParallelConfig& parallel, cudaStream_t stream) {
+                                     const ParallelConfig& parallel, bool native_formats,
+                                     cudaStream_t stream) {
   if (!is_act_dtype(dtype)) return invalid_argument("the CUDA backend computes in bf16 or f16");
   LATHE_RETURN_IF_ERROR(require_single_rank(parallel, "the CUDA backend"));
   const ModelConfig& c = model.config;
@@ -178,21 +124,48 @@ Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint
   const bool dummy = model.format == ModelFormat::kDummy;
   const bool tied =
       dummy ? c.tie_word_embeddings : (c.tie_word_embeddings && !model.weights.contains("output"));
+  ModelWeights mw;
+  if (!dummy) {
+    LATHE_ASSIGN_OR_RETURN(mw, bind_model_weights(model));
+  }
 
   Layout lay;
+  // A projection keeps its stored format(s) when one of its parts is not 16/32-bit (and the
+  // native_formats switch is on); otherwise it is one dense matrix (GGUF blocks then dequantized).
+  auto plan = [&](const LinearGroup* g, int64_t n, int64_t k) -> Result<ProjectionPlan> {
+    ProjectionPlan pp;
+    if (g != nullptr && native_formats)
+      for (const WeightMatrix& m : g->parts) pp.stored |= m.format != WeightFormat::kDense;
+    if (!pp.stored) {
+      pp.dense_offset = lay.add(n * k * e);
+      return pp;
+    }
+    for (const WeightMatrix& m : g->parts) {
+      LATHE_ASSIGN_OR_RETURN(const int64_t bytes, stored_bytes(m, e));
+      pp.part_offsets.push_back(lay.add(bytes));
+    }
+    return pp;
+  };
   const int64_t off_embd = lay.add(v * h * e);
-  const int64_t off_head = tied ? off_embd : lay.add(v * h * e);
+  ProjectionPlan head;
+  if (tied) {
+    head.dense_offset = off_embd;
+  } else {
+    LATHE_ASSIGN_OR_RETURN(head, plan(dummy ? nullptr : &mw.lm_head, v, h));
+  }
   const int64_t off_onorm = lay.add(h * 4);
   struct LayerOffsets {
-    int64_t qkv, o, gate_up, down, attn_norm, ffn_norm, q_bias = -1, k_bias = -1, v_bias = -1,
-                                                        q_norm = -1, k_norm = -1;
+    ProjectionPlan qkv, o, gate_up, down;
+    int64_t attn_norm, ffn_norm, q_bias = -1, k_bias = -1, v_bias = -1, q_norm = -1, k_norm = -1;
   };
   std::vector<LayerOffsets> lo(static_cast<size_t>(c.num_layers));
-  for (LayerOffsets& l : lo) {
-    l.qkv = lay.add(qkv_rows * h * e);
-    l.o = lay.add(h * qs * e);
-    l.gate_up = lay.add(2 * ffn * h * e);
-    l.down = lay.add(h * ffn * e);
+  for (size_t i = 0; i < lo.size(); ++i) {
+    LayerOffsets& l = lo[i];
+    const LayerWeights* lw = dummy ? nullptr : &mw.layers[i];
+    LATHE_ASSIGN_OR_RETURN(l.qkv, plan(lw ? &lw->qkv : nullptr, qkv_rows, h));
+    LATHE_ASSIGN_OR_RETURN(l.o, plan(lw ? &lw->o : nullptr, h, qs));
+    LATHE_ASSIGN_OR_RETURN(l.gate_up, plan(lw ? &lw->gate_up : nullptr, 2 * ffn, h));
+    LATHE_ASSIGN_OR_RETURN(l.down, plan(lw ? &lw->down : nullptr, h, ffn));
     l.attn_norm = lay.add(h * 4);
     l.ffn_norm = lay.add(h * 4);
     if (c.attention_bias) {
@@ -214,16 +187,43 @@ Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint
   auto atf = [base](int64_t off) {
     return off < 0 ? nullptr : reinterpret_cast<float*>(base + off);
   };
+  // The DeviceLinear of a planned projection (its parts described, not yet uploaded).
+  auto linear = [&](const ProjectionPlan& pp, const LinearGroup* g, int64_t n, int64_t k,
+                    const char* name) -> Result<DeviceLinear> {
+    if (!pp.stored) return dense(at(pp.dense_offset), n, k, dtype, name);
+    DeviceLinear l;
+    l.n = n;
+    l.k = k;
+    l.name = name;
+    l.dtype = dtype;
+    l.source = source_of(*g);
+    l.format = WeightFormat::kDense;
+    int64_t row = 0;
+    for (size_t i = 0; i < g->parts.size(); ++i) {
+      const WeightMatrix& m = g->parts[i];
+      if (l.format == WeightFormat::kDense) l.format = m.format;
+      l.parts.push_back(part_of(m, at(pp.part_offsets[i]), row));
+      std::string why;
+      if (!quant_part_supported(l.parts.back(), &why)) return unsupported(m.name + ": " + why);
+      row += m.n;
+    }
+    return l;
+  };
   w.token_embd = at(off_embd);
-  w.lm_head = dense(at(off_head), v, h, dtype, "lm_head");
+  LATHE_ASSIGN_OR_RETURN(w.lm_head,
+                         linear(head, dummy || tied ? nullptr : &mw.lm_head, v, h, "lm_head"));
   w.output_norm = atf(off_onorm);
   w.layers.resize(lo.size());
   for (size_t i = 0; i < lo.size(); ++i) {
     DeviceLayer& d = w.layers[i];
-    d.qkv = dense(at(lo[i].qkv), qkv_rows, h, dtype, "qkv_proj");
-    d.o = dense(at(lo[i].o), h, qs, dtype, "o_proj");
-    d.gate_up = dense(at(lo[i].gate_up), 2 * ffn, h, dtype, "gate_up_proj");
-    d.down = dense(at(lo[i].down), h, ffn, dtype, "down_proj");
+    const LayerWeights* lw = dummy ? nullptr : &mw.layers[i];
+    LATHE_ASSIGN_OR_RETURN(d.qkv, linear(lo[i].qkv, lw ? &lw->qkv : nullptr, qkv_rows, h,
+                                         "qkv_proj"));
+    LATHE_ASSIGN_OR_RETURN(d.o, linear(lo[i].o, lw ? &lw->o : nullptr, h, qs, "o_proj"));
+    LATHE_ASSIGN_OR_RETURN(d.gate_up, linear(lo[i].gate_up, lw ? &lw->gate_up : nullptr, 2 * ffn,
+                                             h, "gate_up_proj"));
+    LATHE_ASSIGN_OR_RETURN(d.down, linear(lo[i].down, lw ? &lw->down : nullptr, h, ffn,
+                                          "down_proj"));
     d.attn_norm = atf(lo[i].attn_norm);
     d.ffn_norm = atf(lo[i].ffn_norm);
     d.q_bias = atf(lo[i].q_bias);
@@ -232,23 +232,23 @@ Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint
     d.q_norm = atf(lo[i].q_norm);
     d.k_norm = atf(lo[i].k_norm);
   }
-  // Where each canonical matrix goes: its projection's rows [row_offset, row_offset + n).
-  auto place = [&](const std::string& name) -> std::pair<void*, int64_t> {
-    if (name == "token_embd") return {w.token_embd, 0};
-    if (name == "output") return {const_cast<void*>(w.lm_head.w), 0};
-    const size_t dot = name.find('.', 4);
-    DeviceLayer& d = w.layers[static_cast<size_t>(std::stoll(name.substr(4, dot - 4)))];
-    const std::string s = name.substr(dot + 1);
-    if (s == "attn_q") return {const_cast<void*>(d.qkv.w), 0};
-    if (s == "attn_k") return {const_cast<void*>(d.qkv.w), qs};
-    if (s == "attn_v") return {const_cast<void*>(d.qkv.w), qs + kvs};
-    if (s == "attn_output") return {const_cast<void*>(d.o.w), 0};
-    if (s == "ffn_gate") return {const_cast<void*>(d.gate_up.w), 0};
-    if (s == "ffn_up") return {const_cast<void*>(d.gate_up.w), ffn};
-    return {const_cast<void*>(d.down.w), 0};
-  };
 
   if (dummy) {
+    // Where each canonical matrix goes: its projection's rows [row_offset, row_offset + n).
+    auto place = [&](const std::string& name) -> std::pair<void*, int64_t> {
+      if (name == "token_embd") return {w.token_embd, 0};
+      if (name == "output") return {const_cast<void*>(w.lm_head.w), 0};
+      const size_t dot = name.find('.', 4);
+      DeviceLayer& d = w.layers[static_cast<size_t>(std::stoll(name.substr(4, dot - 4)))];
+      const std::string s = name.substr(dot + 1);
+      if (s == "attn_q") return {const_cast<void*>(d.qkv.w), 0};
+      if (s == "attn_k") return {const_cast<void*>(d.qkv.w), qs};
+      if (s == "attn_v") return {const_cast<void*>(d.qkv.w), qs + kvs};
+      if (s == "attn_output") return {const_cast<void*>(d.o.w), 0};
+      if (s == "ffn_gate") return {const_cast<void*>(d.gate_up.w), 0};
+      if (s == "ffn_up") return {const_cast<void*>(d.gate_up.w), ffn};
+      return {const_cast<void*>(d.down.w), 0};
+    };
     // One random stream per matrix, in dummy_matrix_order() (the CPU backend's order too). Values
     // are rounded to bf16 as the CPU stores them; with f16 activations they are then rounded to f16
     // (and an f32 dummy config, which the CPU keeps in f32, is rounded to the runner's dtype).
@@ -277,7 +277,6 @@ Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint
     return w;
   }
 
-  LATHE_ASSIGN_OR_RETURN(const ModelWeights mw, bind_model_weights(model));
   Uploader up;
   LATHE_RETURN_IF_ERROR(up.init(stream));
   // A projection: every part into its rows of the fused matrix, biases into their vectors.
@@ -285,11 +284,19 @@ Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint
     int64_t row = 0;
     for (size_t i = 0; i < g.parts.size(); ++i) {
       const WeightMatrix& m = g.parts[i];
-      if (m.format != WeightFormat::kDense && m.format != WeightFormat::kGguf)
-        return unsupported(m.name + ": the CUDA backend cannot load " + m.describe() +
-                           " weights yet");
-      LATHE_RETURN_IF_ERROR(
-          up.upload(m.name, m.data, Target{const_cast<void*>(dl->w), dtype, row, m.k}));
+      if (dl->parts.empty()) {
+        LATHE_RETURN_IF_ERROR(
+            up.upload(m.name, m.data, Target{const_cast<void*>(dl->w), dtype, row, m.k}));
+      } else {
+        // Stored format: GGUF blocks as they are; a dense part in the activation dtype.
+        const QuantPart& q = dl->parts[i];
+        void* dst = const_cast<void*>(q.data);
+        if (m.format == WeightFormat::kDense) {
+          LATHE_RETURN_IF_ERROR(up.upload(m.name, m.data, Target{dst, dtype, 0, m.k}));
+        } else {
+          LATHE_RETURN_IF_ERROR(up.upload_raw(m.name, m.data.data, m.data.nbytes(), dst));
+        }
+      }
       const TensorView& b = i < g.biases.size() ? g.biases[i] : TensorView{};
       if (b.ndim > 0 && bias_dst != nullptr && bias_dst[i] != nullptr) {
         TensorView r = b;

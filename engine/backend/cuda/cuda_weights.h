@@ -6,12 +6,13 @@
 // allocation.
 //
 // Formats: a DeviceLinear says the format its kernels read (LinearDispatcher dispatches on it,
-// linear.h). Every checkpoint format is uploaded as a dense matrix of the runner's dtype today:
-// f32/f16/bf16 tensors are copied and converted on the device; GGUF block-quantized tensors are
-// dequantized on the host (dequantize_rows, in parallel) to float32 and converted on the device,
-// through double-buffered page-locked staging so that host work overlaps the copies. `source`
-// keeps the checkpoint's format for reports. A native kernel for a format (issue 13) is an upload
-// that keeps it, plus its entry in the dispatcher.
+// linear.h). f32/f16/bf16 projections are one dense matrix of the runner's dtype, copied and
+// converted on the device. A projection with a quantized part keeps every part in its stored
+// format (QuantPart, quant_linear.h: GGUF blocks copied as they are; a 16-bit part of it as rows of
+// the runner's dtype), unless CudaSwitches::native_formats is off, which dequantizes GGUF blocks on
+// the host (dequantize_rows, in parallel) and uploads dense. Staging: weight_uploader.h. `source`
+// keeps the checkpoint's format for reports. The token embedding is always dense (the embedding
+// kernel reads rows), and a tied LM head shares it.
 // ModelFormat::kDummy: seeded random weights generated on the device (random_fill.h) in the streams
 // of dummy_matrix_order(), the same values as the CPU backend's for the same seed; norm weights 1,
 // biases 0.
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "engine/backend/cuda/cuda_common.h"
+#include "engine/backend/cuda/quant_linear.h"
 #include "engine/core/dtype.h"
 #include "engine/core/status.h"
 #include "engine/model/forward_plan.h"
@@ -36,11 +38,15 @@ struct LoadedModel;
 
 namespace lathe::cuda {
 
-// One projection as its kernels read it: y[m, n] = x[m, k] · w[n, k]ᵀ.
+// One projection as its kernels read it: y[m, n] = x[m, k] · w[n, k]ᵀ. Dense (`w`, one matrix of
+// the activation dtype: f32/f16/bf16 checkpoints) or kept in its stored format(s): `parts`, each a
+// range of output rows in one format (quant_linear.h; q|k|v of a GGUF Q4_K_M file are q4_k, q4_k
+// and q6_k).
 struct DeviceLinear {
-  WeightFormat format = WeightFormat::kDense;  // of `w` on the device
+  WeightFormat format = WeightFormat::kDense;  // kDense: `w`; else the (first) stored format
   DType dtype = DType::kBF16;                  // element type of `w` (kDense)
-  const void* w = nullptr;                     // [n, k]
+  const void* w = nullptr;                     // [n, k] (kDense)
+  std::vector<QuantPart> parts;                // the stored parts (not kDense), rows in order
   int64_t n = 0, k = 0;
   std::string name;    // "qkv_proj", "lm_head" (reports, autotune tables)
   std::string source;  // the checkpoint's format(s): "bf16", "q4_k+q6_k"
@@ -72,9 +78,11 @@ struct DeviceWeights {
   const DeviceLinear& linear(int64_t layer, LinearSlot slot) const;
 };
 
-// `dummy_seed` is used for ModelFormat::kDummy only. World size 1 only (parallel). Synchronizes
-// `stream` before returning.
+// `dummy_seed` is used for ModelFormat::kDummy only. World size 1 only (parallel). native_formats:
+// projections with a quantized part keep their stored formats (else every projection is uploaded
+// dense, GGUF blocks dequantized). Synchronizes `stream` before returning.
 Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint64_t dummy_seed,
-                                     const ParallelConfig& parallel, cudaStream_t stream);
+                                     const ParallelConfig& parallel, bool native_formats,
+                                     cudaStream_t stream);
 
 }  // namespace lathe::cuda

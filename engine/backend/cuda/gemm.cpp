@@ -22,8 +22,8 @@ Gemm::~Gemm() {
 }
 
 Result<const Gemm::Plan*> Gemm::plan_for(DType dtype, DType out_dtype, int64_t m, int64_t n,
-                                         int64_t k) {
-  const Key key{static_cast<int>(dtype), static_cast<int>(out_dtype), m, n, k};
+                                         int64_t k, int64_t ldy) {
+  const Key key{static_cast<int>(dtype), static_cast<int>(out_dtype), m, n, k, ldy};
   auto it = plans_.find(key);
   if (it != plans_.end()) return &it->second;
 
@@ -47,7 +47,7 @@ Result<const Gemm::Plan*> Gemm::plan_for(DType dtype, DType out_dtype, int64_t m
         cublasLtMatrixLayoutCreate(&p.b, ab, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k);
   if (st == CUBLAS_STATUS_SUCCESS)
     st =
-        cublasLtMatrixLayoutCreate(&p.d, dt, static_cast<uint64_t>(n), static_cast<uint64_t>(m), n);
+        cublasLtMatrixLayoutCreate(&p.d, dt, static_cast<uint64_t>(n), static_cast<uint64_t>(m), ldy);
   if (st != CUBLAS_STATUS_SUCCESS) return fail(cublas_error(st, "cublasLtMatrixLayoutCreate"));
 
   cublasLtMatmulPreference_t pref = nullptr;
@@ -74,12 +74,14 @@ Result<const Gemm::Plan*> Gemm::plan_for(DType dtype, DType out_dtype, int64_t m
 }
 
 Status Gemm::matmul(DType dtype, DType out_dtype, const void* x, const void* w, void* y, int64_t m,
-                    int64_t n, int64_t k, cudaStream_t stream) {
+                    int64_t n, int64_t k, cudaStream_t stream, int64_t ldy) {
   if (!is_act_dtype(dtype)) return invalid_argument("matmul: operands must be bf16 or f16");
   if (out_dtype != dtype && out_dtype != DType::kF32)
     return invalid_argument("matmul: output must be the operand dtype or f32");
   if (m <= 0 || n <= 0) return Status();
-  LATHE_ASSIGN_OR_RETURN(const Plan* p, plan_for(dtype, out_dtype, m, n, k));
+  if (ldy <= 0) ldy = n;
+  if (ldy < n) return invalid_argument("matmul: the output row stride is shorter than a row");
+  LATHE_ASSIGN_OR_RETURN(const Plan* p, plan_for(dtype, out_dtype, m, n, k, ldy));
   const float alpha = 1.0f, beta = 0.0f;
   LATHE_CUBLAS_TRY(cublasLtMatmul(handle_, p->desc, &alpha, w, p->a, x, p->b, &beta, y, p->d, y,
                                   p->d, &p->algo, workspace_.get(),

@@ -30,10 +30,10 @@ class Gemm {
   Gemm(const Gemm&) = delete;
   Gemm& operator=(const Gemm&) = delete;
 
-  // x: [m, k] (row stride k), w: [n, k], y: [m, n] (row stride n). dtype: bf16 or f16; out_dtype:
-  // dtype or f32.
+  // x: [m, k] (row stride k), w: [n, k], y: [m, n] (row stride ldy; 0: n). dtype: bf16 or f16;
+  // out_dtype: dtype or f32.
   Status matmul(DType dtype, DType out_dtype, const void* x, const void* w, void* y, int64_t m,
-                int64_t n, int64_t k, cudaStream_t stream);
+                int64_t n, int64_t k, cudaStream_t stream, int64_t ldy = 0);
 
   int64_t device_bytes() const { return workspace_.bytes(); }
 
@@ -44,8 +44,9 @@ class Gemm {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
     cublasLtMatmulAlgo_t algo{};
   };
-  using Key = std::tuple<int, int, int64_t, int64_t, int64_t>;
-  Result<const Plan*> plan_for(DType dtype, DType out_dtype, int64_t m, int64_t n, int64_t k);
+  using Key = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t>;
+  Result<const Plan*> plan_for(DType dtype, DType out_dtype, int64_t m, int64_t n, int64_t k,
+                               int64_t ldy);
 
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer workspace_;

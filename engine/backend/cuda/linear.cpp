@@ -8,6 +8,7 @@
 namespace lathe::cuda {
 
 Status LinearDispatcher::check_format(const DeviceLinear& w) const {
+  if (!w.parts.empty()) return Status();  // checked per part by its kernel
   if (w.format == WeightFormat::kDense && w.dtype == dtype_) return Status();
   return unsupported(w.name + ": no CUDA kernel for " + std::string(weight_format_name(w.format)) +
                      " " + std::string(dtype_name(w.dtype)) + " weights with " +
@@ -32,6 +33,11 @@ Status LinearDispatcher::run(const DeviceLinear& w, DType out_dtype, const void*
                              const GemvRopeKv& rope) const {
   if (m <= 0) return Status();
   LATHE_RETURN_IF_ERROR(check_format(w));
+  if (!w.parts.empty()) {
+    if (output != GemvOutput::kStore)
+      return internal_error(w.name + ": no epilogue on stored-format weights");
+    return run_stored(w, out_dtype, x, y, m, stream);
+  }
   if (output != GemvOutput::kStore) {
     if (!takes_epilogue(w, m, output))
       return internal_error(w.name + ": the epilogue was asked of a kernel that cannot apply it");
@@ -39,6 +45,36 @@ Status LinearDispatcher::run(const DeviceLinear& w, DType out_dtype, const void*
   }
   if (use_gemv(w, out_dtype, m)) return gemv(dtype_, out_dtype, x, w.w, y, m, w.n, w.k, stream);
   return gemm_->matmul(dtype_, out_dtype, x, w.w, y, m, w.n, w.k, stream);
+}
+
+Status LinearDispatcher::run_stored(const DeviceLinear& w, DType out_dtype, const void* x,
+                                    void* y, int64_t m, cudaStream_t stream) const {
+  if (m <= kQuantGemvMaxM) {
+    for (const QuantPart& p : w.parts)
+      LATHE_RETURN_IF_ERROR(quant_gemv(p, dtype_, x, out_dtype, y, w.n, m, stream));
+    return Status();
+  }
+  // Dequantize a slab of rows into the workspace, one GEMM into the slab's columns of y.
+  const int64_t row_bytes = w.k * 2;
+  const int64_t slab = std::min<int64_t>(w.n, dequant_ws_bytes_ / row_bytes);
+  if (dequant_ws_ == nullptr || slab <= 0)
+    return internal_error(w.name + ": no dequantization workspace for a batch of " +
+                          std::to_string(m));
+  const int64_t out_bytes = out_dtype == DType::kF32 ? 4 : 2;
+  for (int64_t s0 = 0; s0 < w.n; s0 += slab) {
+    const int64_t s1 = std::min(w.n, s0 + slab);
+    for (const QuantPart& p : w.parts) {
+      const int64_t a = std::max(s0, p.row_offset), b = std::min(s1, p.row_offset + p.n);
+      if (a >= b) continue;
+      uint8_t* dst = static_cast<uint8_t*>(dequant_ws_) + (a - s0) * row_bytes;
+      LATHE_RETURN_IF_ERROR(
+          quant_dequantize(p, dtype_, dst, a - p.row_offset, b - p.row_offset, stream));
+    }
+    LATHE_RETURN_IF_ERROR(gemm_->matmul(dtype_, out_dtype, x, dequant_ws_,
+                                        static_cast<uint8_t*>(y) + s0 * out_bytes, m, s1 - s0,
+                                        w.k, stream, w.n));
+  }
+  return Status();
 }
 
 Status LinearDispatcher::autotune(const std::vector<std::pair<DeviceLinear, DType>>& shapes,

@@ -5,8 +5,10 @@
 //     choice for M <= kGemvMaxM is measured once at load (autotune(): both timed with CUDA events
 //     on the real weights) and kept in a table; larger M always goes to cuBLASLt. Before autotune,
 //     gemv serves M <= 2.
-//   other formats: no kernel yet (weights are uploaded dense, cuda_weights.h); run() refuses them
-//     with an error naming the format.
+//   stored formats (DeviceLinear::parts, quant_linear.h): M <= kQuantGemvMaxM, quant_gemv per part
+//     (the weights dequantized in registers); larger M, the parts dequantized into a workspace in
+//     the activation dtype (in slabs of rows when the projection is larger than it) and one
+//     cuBLASLt GEMM per slab. A format without a kernel is refused at upload, by name.
 // Epilogues are a policy of the call (gemv_epilogue.h): a caller that wants SwiGLU or RoPE/KV done
 // on the product asks takes_epilogue(); when the kernel chosen for (format, M) can apply it, run()
 // with that epilogue does the whole thing in one kernel, else the caller stores and runs the
@@ -70,16 +72,26 @@ class LinearDispatcher {
   Status autotune(const std::vector<std::pair<DeviceLinear, DType>>& shapes, void* x_scratch,
                   void* y_scratch, cudaStream_t stream);
   const std::vector<LinearTiming>& timings() const { return timings_; }
+  // The workspace of the dequantize-then-GEMM path (stored formats at M > kQuantGemvMaxM): `bytes`
+  // of device memory the dispatcher may overwrite on its stream.
+  void set_dequant_workspace(void* ws, int64_t bytes) {
+    dequant_ws_ = ws;
+    dequant_ws_bytes_ = bytes;
+  }
   // Whether run() serves this product with gemv.
   bool use_gemv(const DeviceLinear& w, DType out_dtype, int64_t m) const;
 
  private:
   using Key = std::tuple<int64_t, int64_t, int>;
   Status check_format(const DeviceLinear& w) const;
+  Status run_stored(const DeviceLinear& w, DType out_dtype, const void* x, void* y, int64_t m,
+                    cudaStream_t stream) const;
 
   Gemm* gemm_;
   DType dtype_;
   bool gemv_epilogues_;
+  void* dequant_ws_ = nullptr;
+  int64_t dequant_ws_bytes_ = 0;
   std::map<Key, std::array<bool, kGemvMaxM + 1>> table_;
   std::vector<LinearTiming> timings_;
 };

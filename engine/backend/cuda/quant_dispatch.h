@@ -1,0 +1,38 @@
+// The launchers of quant_linear_gguf.cu and quant_linear_int.cu by storage kind (quant_decode.cuh's
+// quant::Kind), for quant_linear.cpp. Internal to the CUDA backend.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "engine/backend/cuda/quant_linear.h"
+
+namespace lathe::cuda::quant {
+
+// The storage kinds the kernels are instantiated for.
+enum Kind : int {
+  kQ8_0,
+  kQ4_0,
+  kQ4_1,
+  kQ5_0,
+  kQ5_1,
+  kQ4K,
+  kQ5K,
+  kQ6K,
+  kInt4,
+  kInt8,
+  kFp8,
+  kDenseAct,
+};
+
+cudaError_t gemv_gguf(int kind, const QuantPart& p, DType act, const void* x, DType out_dtype,
+                      void* y, int64_t ldy, int64_t m, cudaStream_t stream);
+cudaError_t dequantize_gguf(int kind, const QuantPart& p, DType act, void* out, int64_t r0,
+                            int64_t r1, cudaStream_t stream);
+cudaError_t gemv_other(int kind, const QuantPart& p, DType act, const void* x, DType out_dtype,
+                       void* y, int64_t ldy, int64_t m, cudaStream_t stream);
+cudaError_t dequantize_other(int kind, const QuantPart& p, DType act, void* out, int64_t r0,
+                             int64_t r1, cudaStream_t stream);
+
+}  // namespace lathe::cuda::quant

@@ -1,0 +1,135 @@
+#include "engine/backend/cuda/quant_linear.h"
+
+#include "engine/backend/cuda/cuda_common.h"
+#include "engine/backend/cuda/quant_dispatch.h"
+#include "engine/core/strings.h"
+
+namespace lathe::cuda {
+namespace {
+
+// The kernels' storage kind of a part, or -1.
+int kind_of(const QuantPart& p) {
+  switch (p.format) {
+    case WeightFormat::kDense:
+      return quant::kDenseAct;
+    case WeightFormat::kFp8:
+      return quant::kFp8;
+    case WeightFormat::kInt:
+      return p.bits == 4 ? quant::kInt4 : (p.bits == 8 ? quant::kInt8 : -1);
+    case WeightFormat::kGguf:
+      switch (p.gguf_type) {
+        case DType::kQ8_0:
+          return quant::kQ8_0;
+        case DType::kQ4_0:
+          return quant::kQ4_0;
+        case DType::kQ4_1:
+          return quant::kQ4_1;
+        case DType::kQ5_0:
+          return quant::kQ5_0;
+        case DType::kQ5_1:
+          return quant::kQ5_1;
+        case DType::kQ4_K:
+          return quant::kQ4K;
+        case DType::kQ5_K:
+          return quant::kQ5K;
+        case DType::kQ6_K:
+          return quant::kQ6K;
+        default:
+          return -1;
+      }
+  }
+  return -1;
+}
+
+bool is_gguf_kind(int kind) {
+  return kind >= quant::kQ8_0 && kind <= quant::kQ6K;
+}
+
+Status check(const QuantPart& p, const char* who) {
+  std::string why;
+  if (!quant_part_supported(p, &why)) return unsupported(std::string(who) + ": " + why);
+  return Status();
+}
+
+}  // namespace
+
+int64_t QuantPart::bytes() const {
+  switch (format) {
+    case WeightFormat::kDense:
+      return n * k * 2;
+    case WeightFormat::kGguf:
+      return n * (k / dtype_info(gguf_type).block_size) * dtype_info(gguf_type).block_bytes;
+    case WeightFormat::kInt: {
+      const int64_t groups = group_size > 0 ? k / group_size : 1;
+      return n * k * bits / 8 + n * groups * 2 + (zeros != nullptr ? n * groups : 0) +
+             (g_idx != nullptr ? 4 * k : 0);
+    }
+    case WeightFormat::kFp8: {
+      int64_t s = 4;
+      if (fp8_scale == ScaleGranularity::kChannel) s = 4 * n;
+      if (fp8_scale == ScaleGranularity::kBlock) s = 4 * ((n + 127) / 128) * ((k + 127) / 128);
+      return n * k + s;
+    }
+  }
+  return 0;
+}
+
+bool quant_part_supported(const QuantPart& p, std::string* why) {
+  auto no = [&](std::string w) {
+    if (why != nullptr) *why = std::move(w);
+    return false;
+  };
+  const int kind = kind_of(p);
+  if (kind < 0) {
+    if (p.format == WeightFormat::kGguf)
+      return no("no CUDA kernel for GGUF " + std::string(dtype_name(p.gguf_type)) +
+                " weights (supported: q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k)");
+    return no(strformat("no CUDA kernel for %d-bit integer weights (4 or 8)", p.bits));
+  }
+  if (p.k % 32 != 0) return no(strformat("the input width %lld is not a multiple of 32",
+                                         static_cast<long long>(p.k)));
+  if (is_gguf_kind(kind) && p.k % dtype_info(p.gguf_type).block_size != 0)
+    return no("the input width is not a whole number of GGUF blocks");
+  if (p.format == WeightFormat::kInt &&
+      (p.group_size <= 0 || p.group_size % 32 != 0 || p.k % p.group_size != 0 ||
+       p.scales == nullptr))
+    return no(strformat("integer weights need a group size that is a multiple of 32 dividing %lld "
+                        "(got %d) and scales",
+                        static_cast<long long>(p.k), p.group_size));
+  if (p.format == WeightFormat::kFp8 && p.scales == nullptr) return no("FP8 weights need scales");
+  if (p.data == nullptr || p.n <= 0) return no("the part holds no rows");
+  return true;
+}
+
+Status quant_gemv(const QuantPart& p, DType act, const void* x, DType out_dtype, void* y,
+                  int64_t ldy, int64_t m, cudaStream_t stream) {
+  if (m <= 0) return Status();
+  if (!is_act_dtype(act) || (out_dtype != act && out_dtype != DType::kF32))
+    return invalid_argument("quant_gemv: bf16/f16 activations, output of that type or f32");
+  if (m > kQuantGemvMaxM)
+    return invalid_argument(strformat("quant_gemv: at most %d rows, got %lld", kQuantGemvMaxM,
+                                      static_cast<long long>(m)));
+  LATHE_RETURN_IF_ERROR(check(p, "quant_gemv"));
+  const int kind = kind_of(p);
+  const cudaError_t err = is_gguf_kind(kind)
+                              ? quant::gemv_gguf(kind, p, act, x, out_dtype, y, ldy, m, stream)
+                              : quant::gemv_other(kind, p, act, x, out_dtype, y, ldy, m, stream);
+  if (err != cudaSuccess) return cuda_error(err, "launch of quant_gemv_kernel");
+  return check_launch("quant_gemv_kernel");
+}
+
+Status quant_dequantize(const QuantPart& p, DType act, void* out, int64_t r0, int64_t r1,
+                        cudaStream_t stream) {
+  if (r1 <= r0) return Status();
+  if (!is_act_dtype(act)) return invalid_argument("quant_dequantize: bf16 or f16 output");
+  if (r0 < 0 || r1 > p.n) return invalid_argument("quant_dequantize: rows outside the part");
+  LATHE_RETURN_IF_ERROR(check(p, "quant_dequantize"));
+  const int kind = kind_of(p);
+  const cudaError_t err =
+      is_gguf_kind(kind) ? quant::dequantize_gguf(kind, p, act, out, r0, r1, stream)
+                         : quant::dequantize_other(kind, p, act, out, r0, r1, stream);
+  if (err != cudaSuccess) return cuda_error(err, "launch of quant_dequantize_kernel");
+  return check_launch("quant_dequantize_kernel");
+}
+
+}  // namespace lathe::cuda

@@ -1,0 +1,65 @@
+// Linear layers on weights kept in their quantized format on the GPU (no upload-time
+// dequantization): GGUF block types, integer codes with group scales (GPTQ / AWQ / compressed-tensors,
+// repacked at upload into Lathe's row layout below), FP8 e4m3 with per-tensor / per-channel /
+// 128x128-block scales, and plain rows of the activation dtype (a dense part inside a quantized
+// projection). Correct for any batch size; the speed work is issue 14:
+//   quant_gemv()        y[m, row_offset + r] = sum_k x[m, k] * W[r, k] for m < M <= kQuantGemvMaxM:
+//                       one warp per output row, each lane dequantizes 32 weights at a time in
+//                       registers and dots them with every row of x (float32 accumulation).
+//   quant_dequantize()  rows [r0, r1) of W in the activation dtype, for a cuBLASLt GEMM at larger M
+//                       (linear.cpp runs it over a workspace, in row slabs when W is larger).
+// Numerics: each weight is dequantized in float32 exactly as the CPU reference computes it
+// (engine/model/dequant.cpp for GGUF; w = scale * (q - zero) for integers; e4m3 * scale for FP8),
+// products and sums in float32; the dequantize path rounds weights to the activation dtype first.
+//
+// Lathe's integer row layout (kInt on the device): codes [n, k * bits / 32] u32, element j of a row
+// in word j / (32 / bits) at bit (j % (32 / bits)) * bits, unsigned; scales [n, k / group_size] f16;
+// zero points [n, k / group_size] u8 (null: 2^(bits - 1), symmetric); g_idx [k] i32 (act-order:
+// the group of input j; null: j / group_size). group_size is a multiple of 32 (per channel: k).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "engine/core/dtype.h"
+#include "engine/core/status.h"
+#include "engine/model/weight_matrix.h"
+
+namespace lathe::cuda {
+
+constexpr int kQuantGemvMaxM = 8;
+
+// One stored part of a projection: its rows [row_offset, row_offset + n) of the projection's
+// output, k inputs, in its format.
+struct QuantPart {
+  WeightFormat format = WeightFormat::kDense;  // kDense: rows of the activation dtype
+  DType gguf_type = DType::kQ8_0;              // kGguf: the block type
+  const void* data = nullptr;                  // the format's values (see above)
+  int64_t n = 0, k = 0;
+  int64_t row_offset = 0;
+  int32_t bits = 0;        // kInt: 4 or 8
+  int32_t group_size = 0;  // kInt: inputs per scale group
+  const void* scales = nullptr;    // kInt: f16 [n, k / group_size]; kFp8: f32 (fp8_scale)
+  const uint8_t* zeros = nullptr;  // kInt: u8 [n, k / group_size], or null
+  const int32_t* g_idx = nullptr;  // kInt: [k], or null
+  ScaleGranularity fp8_scale = ScaleGranularity::kTensor;  // kFp8: kTensor [1], kChannel [n],
+                                                           // kBlock [ceil(n/128), ceil(k/128)]
+  // Bytes of this part on the device (data and its scales, zero points, g_idx).
+  int64_t bytes() const;
+};
+
+// Whether the kernels take this part (format, block type, bits, group size, k % 32); `why` when not.
+bool quant_part_supported(const QuantPart& p, std::string* why);
+
+// x: [m, k] of `act` (bf16 or f16), 16-byte aligned rows; y: row stride ldy elements of out_dtype
+// (act or f32), the part's columns from row_offset.
+Status quant_gemv(const QuantPart& p, DType act, const void* x, DType out_dtype, void* y,
+                  int64_t ldy, int64_t m, cudaStream_t stream);
+
+// out: [r1 - r0, k] of `act`, the part's rows r0..r1 (relative to the part) dequantized.
+Status quant_dequantize(const QuantPart& p, DType act, void* out, int64_t r0, int64_t r1,
+                        cudaStream_t stream);
+
+}  // namespace lathe::cuda

@@ -1,0 +1,39 @@
+// The quantized linear kernels for integer codes, FP8 and dense rows (quant_linear.h).
+#include "engine/backend/cuda/quant_dispatch.h"
+#include "engine/backend/cuda/quant_kernels.cuh"
+
+namespace lathe::cuda::quant {
+
+cudaError_t gemv_other(int kind, const QuantPart& p, DType act, const void* x, DType out_dtype,
+                       void* y, int64_t ldy, int64_t m, cudaStream_t stream) {
+  switch (kind) {
+    case kInt4:
+      return launch_gemv<kInt4>(p, act, x, out_dtype, y, ldy, m, stream);
+    case kInt8:
+      return launch_gemv<kInt8>(p, act, x, out_dtype, y, ldy, m, stream);
+    case kFp8:
+      return launch_gemv<kFp8>(p, act, x, out_dtype, y, ldy, m, stream);
+    case kDenseAct:
+      return launch_gemv<kDenseAct>(p, act, x, out_dtype, y, ldy, m, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+cudaError_t dequantize_other(int kind, const QuantPart& p, DType act, void* out, int64_t r0,
+                             int64_t r1, cudaStream_t stream) {
+  switch (kind) {
+    case kInt4:
+      return launch_dequantize<kInt4>(p, act, out, r0, r1, stream);
+    case kInt8:
+      return launch_dequantize<kInt8>(p, act, out, r0, r1, stream);
+    case kFp8:
+      return launch_dequantize<kFp8>(p, act, out, r0, r1, stream);
+    case kDenseAct:
+      return launch_dequantize<kDenseAct>(p, act, out, r0, r1, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace lathe::cuda::quant

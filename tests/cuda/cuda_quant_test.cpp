@@ -1,0 +1,266 @@
+// Linear layers on stored formats (quant_linear.h, linear.h's stored path) against the CPU
+// reference: every GGUF block type, 4- and 8-bit integer codes (group and channel scales, zero
+// points, act-order g_idx), FP8 with per-tensor / per-channel / block scales, and a projection of
+// several parts in different formats, at batch sizes 1, 2, 4, 8 (quant_gemv), 16, 64 and 256 (the
+// dequantize-then-GEMM path, also in slabs), with odd output counts.
+#include <QtTest>
+
+#include <random>
+
+#include "cuda_test_util.h"
+#include "engine/backend/cpu/cpu_ops.h"
+#include "engine/backend/cuda/gemm.h"
+#include "engine/backend/cuda/linear.h"
+#include "engine/backend/cuda/quant_linear.h"
+#include "engine/core/thread_pool.h"
+#include "engine/model/dequant.h"
+#include "engine/quant/fp8.h"
+#include "engine/quant/ggml_quantize.h"
+#include "test_support.h"
+
+using namespace lathe;
+using namespace lathe::test;
+
+namespace {
+
+// A stored part with its host copy (the bytes uploaded) and the float weights it stands for.
+struct HostPart {
+  cuda::QuantPart part;
+  std::vector<float> dense;  // [n, k], the reference weights
+  std::vector<Dev> buffers;  // device copies the part points at
+};
+
+HostPart gguf_part(DType type, int64_t n, int64_t k, uint32_t seed) {
+  HostPart h;
+  const std::vector<float> w = random_floats(static_cast<size_t>(n * k), seed, -0.5f, 0.5f);
+  const int64_t row_bytes = k / dtype_info(type).block_size * dtype_info(type).block_bytes;
+  std::vector<uint8_t> blocks(static_cast<size_t>(n * row_bytes));
+  if (!quantize_rows_ggml(type, w.data(), n, k, blocks.data()).is_ok()) qFatal("quantize");
+  h.dense.resize(static_cast<size_t>(n * k));
+  for (int64_t r = 0; r < n; ++r)
+    dequantize_row(type, blocks.data() + r * row_bytes, h.dense.data() + r * k, k);
+  h.buffers.push_back(Dev::from(blocks));
+  h.part.format = WeightFormat::kGguf;
+  h.part.gguf_type = type;
+  h.part.data = h.buffers[0].get();
+  h.part.n = n;
+  h.part.k = k;
+  return h;
+}
+
+// Integer codes in Lathe's row layout (quant_linear.h), random scales and zero points.
+HostPart int_part(int bits, int64_t n, int64_t k, int group, bool zeros, bool act_order,
+                  uint32_t seed) {
+  std::mt19937 rng(seed);
+  HostPart h;
+  const int per = 32 / bits;
+  const int64_t groups = k / group;
+  std::vector<uint32_t> words(static_cast<size_t>(n * k / per), 0);
+  std::vector<uint16_t> scales(static_cast<size_t>(n * groups));
+  std::vector<uint8_t> zp(static_cast<size_t>(n * groups));
+  std::vector<int32_t> g_idx(static_cast<size_t>(k));
+  for (int64_t j = 0; j < k; ++j) g_idx[static_cast<size_t>(j)] = static_cast<int32_t>(j / group);
+  if (act_order) std::shuffle(g_idx.begin(), g_idx.end(), rng);
+  std::uniform_int_distribution<int> code(0, (1 << bits) - 1);
+  std::uniform_real_distribution<float> sc(0.001f, 0.02f);
+  for (size_t i = 0; i < scales.size(); ++i) {
+    scales[i] = f32_to_f16(sc(rng));
+    zp[i] = static_cast<uint8_t>(zeros ? code(rng) : 1 << (bits - 1));
+  }
+  h.dense.resize(static_cast<size_t>(n * k));
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t j = 0; j < k; ++j) {
+      const uint32_t q = static_cast<uint32_t>(code(rng));
+      words[static_cast<size_t>((r * k + j) / per)] |= q << ((j % per) * bits);
+      const size_t g = static_cast<size_t>(r * groups + g_idx[static_cast<size_t>(j)]);
+      h.dense[static_cast<size_t>(r * k + j)] =
+          f16_to_f32(scales[g]) * (static_cast<float>(q) - static_cast<float>(zp[g]));
+    }
+  h.buffers.push_back(Dev::from(words));
+  h.buffers.push_back(Dev::from(scales));
+  h.buffers.push_back(Dev::from(zp));
+  h.buffers.push_back(Dev::from(g_idx));
+  cuda::QuantPart& p = h.part;
+  p.format = WeightFormat::kInt;
+  p.bits = bits;
+  p.group_size = group;
+  p.data = h.buffers[0].get();
+  p.scales = h.buffers[1].get();
+  p.zeros = zeros ? h.buffers[2].as<uint8_t>() : nullptr;
+  p.g_idx = act_order ? h.buffers[3].as<int32_t>() : nullptr;
+  p.n = n;
+  p.k = k;
+  return h;
+}
+
+HostPart fp8_part(Fp8ScaleKind kind, int64_t n, int64_t k, uint32_t seed) {
+  HostPart h;
+  const std::vector<float> w = random_floats(static_cast<size_t>(n * k), seed, -0.3f, 0.3f);
+  const Fp8Matrix m = quantize_fp8(w.data(), n, k, kind);
+  h.dense = dequantize_fp8(m);
+  h.buffers.push_back(Dev::from(m.codes));
+  h.buffers.push_back(Dev::from(m.scales));
+  h.part.format = WeightFormat::kFp8;
+  h.part.fp8_scale = kind == Fp8ScaleKind::kTensor    ? ScaleGranularity::kTensor
+                     : kind == Fp8ScaleKind::kChannel ? ScaleGranularity::kChannel
+                                                      : ScaleGranularity::kBlock;
+  h.part.data = h.buffers[0].get();
+  h.part.scales = h.buffers[1].get();
+  h.part.n = n;
+  h.part.k = k;
+  return h;
+}
+
+// y = x · Wᵀ through the LinearDispatcher for the given parts (stacked by rows) at batch m,
+// against the CPU on the same bf16 activations. `ws_rows`: dequantization workspace in rows (small
+// values force slabs).
+void expect_linear(const std::vector<HostPart*>& parts, int64_t m, int64_t ws_rows, double tol,
+                   const QString& what) {
+  const DType dt = DType::kBF16;
+  const int64_t k = parts[0]->part.k;
+  cuda::DeviceLinear w;
+  w.name = "test";
+  w.k = k;
+  std::vector<float> dense;
+  for (HostPart* h : parts) {
+    h->part.row_offset = w.n;
+    w.parts.push_back(h->part);
+    w.n += h->part.n;
+    dense.insert(dense.end(), h->dense.begin(), h->dense.end());
+    if (w.format == WeightFormat::kDense) w.format = h->part.format;
+  }
+  const std::vector<float> x = round_to(dt, random_floats(static_cast<size_t>(m * k), 77));
+  std::vector<float> ref(static_cast<size_t>(m * w.n));
+  const TensorView wv = make_view(DType::kF32, {w.n, k}, dense.data());
+  cpu::linear(x.data(), m, wv, nullptr, ref.data(), ThreadPool::global());
+
+  auto gemm = cuda::Gemm::create();
+  QVERIFY(gemm.is_ok());
+  cuda::LinearDispatcher disp(gemm.value().get(), dt, true);
+  Dev ws = Dev::poisoned(ws_rows * k * 2);
+  disp.set_dequant_workspace(ws.get(), ws_rows * k * 2);
+  Dev dx = Dev::from(encode16(dt, x));
+  Dev dy = Dev::poisoned(m * w.n * 4);
+  LATHE_QVERIFY_OK(disp.run(w, DType::kF32, dx.get(), dy.get(), m, nullptr));
+  LATHE_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<float> out = dy.download<float>(static_cast<size_t>(m * w.n));
+  const double err = rel_error(out, ref);
+  QVERIFY2(err <= tol, qPrintable(QString("%1 m=%2: relative error %3 > %4")
+                                      .arg(what)
+                                      .arg(m)
+                                      .arg(err)
+                                      .arg(tol)));
+}
+
+const int64_t kBatches[] = {1, 2, 4, 8, 16, 64, 256};
+
+}  // namespace
+
+class CudaQuantTest : public QObject {
+  Q_OBJECT
+ private slots:
+  void gguf_types_match_cpu_data() {
+    QTest::addColumn<int>("type");
+    for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
+                    DType::kQ4_K, DType::kQ5_K, DType::kQ6_K})
+      QTest::newRow(std::string(dtype_name(t)).c_str()) << static_cast<int>(t);
+  }
+  void gguf_types_match_cpu() {
+    LATHE_REQUIRE_GPU();
+    QFETCH(int, type);
+    const DType t = static_cast<DType>(type);
+    HostPart h = gguf_part(t, 77, 512, 11 + static_cast<uint32_t>(type));
+    for (int64_t m : kBatches) {
+      // quant_gemv reads the weights exactly; the GEMM path rounds them to bf16 first.
+      expect_linear({&h}, m, 77, m <= cuda::kQuantGemvMaxM ? 2e-3 : 1e-2, dtype_name(t).data());
+      if (QTest::currentTestFailed()) return;
+    }
+  }
+
+  void integer_codes_match_cpu_data() {
+    QTest::addColumn<int>("bits");
+    QTest::addColumn<int>("group");
+    QTest::addColumn<bool>("zeros");
+    QTest::addColumn<bool>("act_order");
+    QTest::newRow("int4 g128 sym") << 4 << 128 << false << false;
+    QTest::newRow("int4 g128 asym") << 4 << 128 << true << false;
+    QTest::newRow("int4 g32 asym act-order") << 4 << 32 << true << true;
+    QTest::newRow("int4 g64 sym act-order") << 4 << 64 << false << true;
+    QTest::newRow("int4 per-channel asym") << 4 << 384 << true << false;
+    QTest::newRow("int8 g128 sym") << 8 << 128 << false << false;
+    QTest::newRow("int8 per-channel asym") << 8 << 384 << true << false;
+  }
+  void integer_codes_match_cpu() {
+    LATHE_REQUIRE_GPU();
+    QFETCH(int, bits);
+    QFETCH(int, group);
+    QFETCH(bool, zeros);
+    QFETCH(bool, act_order);
+    HostPart h = int_part(bits, 45, 384, group, zeros, act_order, 5);
+    for (int64_t m : kBatches) {
+      expect_linear({&h}, m, 45, m <= cuda::kQuantGemvMaxM ? 2e-3 : 1e-2,
+                    QTest::currentDataTag());
+      if (QTest::currentTestFailed()) return;
+    }
+  }
+
+  void fp8_matches_cpu_data() {
+    QTest::addColumn<int>("kind");
+    QTest::newRow("per-tensor") << static_cast<int>(Fp8ScaleKind::kTensor);
+    QTest::newRow("per-channel") << static_cast<int>(Fp8ScaleKind::kChannel);
+    QTest::newRow("block 128") << static_cast<int>(Fp8ScaleKind::kBlock);
+  }
+  void fp8_matches_cpu() {
+    LATHE_REQUIRE_GPU();
+    QFETCH(int, kind);
+    HostPart h = fp8_part(static_cast<Fp8ScaleKind>(kind), 200, 320, 9);
+    for (int64_t m : kBatches) {
+      expect_linear({&h}, m, 200, m <= cuda::kQuantGemvMaxM ? 2e-3 : 1e-2,
+                    QTest::currentDataTag());
+      if (QTest::currentTestFailed()) return;
+    }
+  }
+
+  // A projection of parts in different formats (q|k|v of a GGUF Q4_K_M file: q4_k, q4_k, q6_k),
+  // and the dequantize path in slabs smaller than the projection (the LM head's case).
+  void mixed_parts_and_slabs_match_cpu() {
+    LATHE_REQUIRE_GPU();
+    HostPart q = gguf_part(DType::kQ4_K, 64, 512, 21);
+    HostPart kk = gguf_part(DType::kQ4_K, 16, 512, 22);
+    HostPart v = gguf_part(DType::kQ6_K, 16, 512, 23);
+    for (int64_t m : kBatches) {
+      expect_linear({&q, &kk, &v}, m, 96, m <= cuda::kQuantGemvMaxM ? 2e-3 : 1e-2, "q4_k|q4_k|q6_k");
+      expect_linear({&q, &kk, &v}, m, 23, m <= cuda::kQuantGemvMaxM ? 2e-3 : 1e-2,
+                    "q4_k|q4_k|q6_k in slabs of 23 rows");
+      if (QTest::currentTestFailed()) return;
+    }
+  }
+
+  // What the kernels refuse, before any launch (host checks: no GPU needed).
+  void unsupported_parts_are_refused() {
+    cuda::QuantPart p;
+    p.format = WeightFormat::kGguf;
+    p.gguf_type = DType::kF16;
+    p.n = 4, p.k = 64;
+    p.data = &p;
+    std::string why;
+    QVERIFY(!cuda::quant_part_supported(p, &why));
+    QVERIFY2(why.find("q4_k") != std::string::npos, why.c_str());
+    p.format = WeightFormat::kInt;
+    p.bits = 3;
+    QVERIFY(!cuda::quant_part_supported(p, &why));
+    p.bits = 4;
+    p.group_size = 48;  // not a multiple of 32
+    p.scales = &p;
+    QVERIFY(!cuda::quant_part_supported(p, &why));
+    QVERIFY2(why.find("group size") != std::string::npos, why.c_str());
+    p.group_size = 32;
+    p.k = 80;  // not a multiple of 32
+    QVERIFY(!cuda::quant_part_supported(p, &why));
+    QCOMPARE(cuda::quant_gemv(p, DType::kBF16, nullptr, DType::kF32, nullptr, 4, 1, nullptr).code(),
+             ErrorCode::kUnsupported);
+  }
+};
+
+QTEST_GUILESS_MAIN(CudaQuantTest)
+#include "cuda_quant_test.moc"
