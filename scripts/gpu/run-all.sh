@@ -266,8 +266,14 @@ if [[ " $SKIP " != *" sanitizer "* ]] && command -v compute-sanitizer > /dev/nul
   timeout $(( $(left) > 30 ? $(left) - 10 : 20 )) compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_cuda_ops" \
     qkv_rope_kv_matches_cpu add_rms_norm_matches_cpu "decode_gemv_rope_matches_cpu:neox-64-bias" > "$OUT/memcheck-ops.txt" 2>&1
   rc2=$?
+  rc3=0
+  if [ -x "$BIN/test_cuda_quant" ] && [ "$(left)" -gt 30 ]; then
+    timeout $(( $(left) > 30 ? $(left) - 10 : 20 )) compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_cuda_quant" \
+      mixed_parts_and_slabs_match_cpu "integer_codes_match_cpu:int4 g32 asym act-order" "fp8_matches_cpu:block 128" > "$OUT/memcheck-quant.txt" 2>&1
+    rc3=$?
+  fi
   grep -E "ERROR SUMMARY|Totals" "$OUT"/memcheck-*.txt | tee -a "$LOG"
-  SUMMARY+=("compute-sanitizer memcheck: attention rc=$rc1, ops rc=$rc2 ($(grep -h "ERROR SUMMARY" "$OUT"/memcheck-*.txt | tr '\n' ' '))")
+  SUMMARY+=("compute-sanitizer memcheck: attention rc=$rc1, ops rc=$rc2, quant rc=$rc3 ($(grep -h "ERROR SUMMARY" "$OUT"/memcheck-*.txt | tr '\n' ' '))")
 fi
 
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv >> "$OUT/nvidia-smi.txt" 2>&1

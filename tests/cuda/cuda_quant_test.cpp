@@ -145,11 +145,9 @@ void expect_linear(const std::vector<HostPart*>& parts, int64_t m, int64_t ws_ro
   LATHE_CUDA_CHECK(cudaDeviceSynchronize());
   const std::vector<float> out = dy.download<float>(static_cast<size_t>(m * w.n));
   const double err = rel_error(out, ref);
-  QVERIFY2(err <= tol, qPrintable(QString("%1 m=%2: relative error %3 > %4")
-                                      .arg(what)
-                                      .arg(m)
-                                      .arg(err)
-                                      .arg(tol)));
+  QVERIFY2(
+      err <= tol,
+      qPrintable(QString("%1 m=%2: relative error %3 > %4").arg(what).arg(m).arg(err).arg(tol)));
 }
 
 const int64_t kBatches[] = {1, 2, 4, 8, 16, 64, 256};
@@ -198,8 +196,7 @@ class CudaQuantTest : public QObject {
     QFETCH(bool, act_order);
     HostPart h = int_part(bits, 45, 384, group, zeros, act_order, 5);
     for (int64_t m : kBatches) {
-      expect_linear({&h}, m, 45, m <= cuda::kQuantGemvMaxM ? 2e-3 : 1e-2,
-                    QTest::currentDataTag());
+      expect_linear({&h}, m, 45, m <= cuda::kQuantGemvMaxM ? 2e-3 : 1e-2, QTest::currentDataTag());
       if (QTest::currentTestFailed()) return;
     }
   }
@@ -215,8 +212,7 @@ class CudaQuantTest : public QObject {
     QFETCH(int, kind);
     HostPart h = fp8_part(static_cast<Fp8ScaleKind>(kind), 200, 320, 9);
     for (int64_t m : kBatches) {
-      expect_linear({&h}, m, 200, m <= cuda::kQuantGemvMaxM ? 2e-3 : 1e-2,
-                    QTest::currentDataTag());
+      expect_linear({&h}, m, 200, m <= cuda::kQuantGemvMaxM ? 2e-3 : 1e-2, QTest::currentDataTag());
       if (QTest::currentTestFailed()) return;
     }
   }
@@ -229,7 +225,8 @@ class CudaQuantTest : public QObject {
     HostPart kk = gguf_part(DType::kQ4_K, 16, 512, 22);
     HostPart v = gguf_part(DType::kQ6_K, 16, 512, 23);
     for (int64_t m : kBatches) {
-      expect_linear({&q, &kk, &v}, m, 96, m <= cuda::kQuantGemvMaxM ? 2e-3 : 1e-2, "q4_k|q4_k|q6_k");
+      expect_linear({&q, &kk, &v}, m, 96, m <= cuda::kQuantGemvMaxM ? 2e-3 : 1e-2,
+                    "q4_k|q4_k|q6_k");
       expect_linear({&q, &kk, &v}, m, 23, m <= cuda::kQuantGemvMaxM ? 2e-3 : 1e-2,
                     "q4_k|q4_k|q6_k in slabs of 23 rows");
       if (QTest::currentTestFailed()) return;
