@@ -5,7 +5,7 @@
 namespace lathe {
 namespace {
 
-constexpr std::array<DTypeInfo, 16> kInfos = {{
+constexpr std::array<DTypeInfo, 18> kInfos = {{
     {"f32", 1, 4, false, true},
     {"f16", 1, 2, false, true},
     {"bf16", 1, 2, false, true},
@@ -22,13 +22,15 @@ constexpr std::array<DTypeInfo, 16> kInfos = {{
     {"q4_k", 256, 144, true, false},
     {"q5_k", 256, 176, true, false},
     {"q6_k", 256, 210, true, false},
+    {"q2_k", 256, 84, true, false},
+    {"q3_k", 256, 110, true, false},
 }};
 
 struct GgmlId {
   uint32_t id;
   DType type;
 };
-constexpr std::array<GgmlId, 12> kGgml = {{
+constexpr std::array<GgmlId, 14> kGgml = {{
     {0, DType::kF32},
     {1, DType::kF16},
     {2, DType::kQ4_0},
@@ -36,6 +38,8 @@ constexpr std::array<GgmlId, 12> kGgml = {{
     {6, DType::kQ5_0},
     {7, DType::kQ5_1},
     {8, DType::kQ8_0},
+    {10, DType::kQ2_K},
+    {11, DType::kQ3_K},
     {12, DType::kQ4_K},
     {13, DType::kQ5_K},
     {14, DType::kQ6_K},

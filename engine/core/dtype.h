@@ -27,6 +27,8 @@ enum class DType : uint8_t {
   kQ4_K,  // 256 weights in 144 bytes
   kQ5_K,  // 256 weights in 176 bytes
   kQ6_K,  // 256 weights in 210 bytes
+  kQ2_K,  // 256 weights in 84 bytes
+  kQ3_K,  // 256 weights in 110 bytes
 };
 
 struct DTypeInfo {

@@ -199,6 +199,61 @@ void deq_q6_k(const uint8_t* src, float* dst, int64_t nb) {
   }
 }
 
+// Q2_K: u8 scales[16] (low nibble: scale, high nibble: min); u8 qs[64]; f16 d, dmin. Two halves of
+// 128 weights, each reading qs[32h .. 32h+31] at shifts 0, 2, 4, 6; sub-block j of 16 weights has
+// x = (d * sc) * q - (dmin * m).
+void deq_q2_k(const uint8_t* src, float* dst, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, src += 84) {
+    const uint8_t* sc = src;
+    const uint8_t* q = src + 16;
+    const float d = load_f16(src + 80);
+    const float dmin = load_f16(src + 82);
+    int is = 0;
+    for (int half = 0; half < 2; ++half, q += 32) {
+      for (int shift = 0; shift < 8; shift += 2) {
+        for (int part = 0; part < 2; ++part, ++is) {
+          const float dl = d * static_cast<float>(sc[is] & 0xF);
+          const float ml = dmin * static_cast<float>(sc[is] >> 4);
+          for (int l = 0; l < 16; ++l)
+            *dst++ = dl * static_cast<float>((q[16 * part + l] >> shift) & 3) - ml;
+        }
+      }
+    }
+  }
+}
+
+// Q3_K: u8 hmask[32]; u8 qs[64]; u8 scales[12] (sixteen 6-bit scales, offset 32); f16 d. Like
+// Q2_K's two bits, plus a third from hmask (bit j of hmask[l] for the j-th shift step of both
+// halves); x = (d * (sc - 32)) * (q - (high bit set ? 0 : 4)).
+void deq_q3_k(const uint8_t* src, float* dst, int64_t nb) {
+  for (int64_t b = 0; b < nb; ++b, src += 110) {
+    const uint8_t* hm = src;
+    const uint8_t* q = src + 32;
+    const uint8_t* s = src + 96;
+    const float d = load_f16(src + 108);
+    int scales[16];
+    for (int j = 0; j < 16; ++j) {
+      const int low = j < 8 ? s[j] & 0xF : s[j - 8] >> 4;
+      const int high = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+      scales[j] = (low | (high << 4)) - 32;
+    }
+    int is = 0;
+    uint8_t m = 1;
+    for (int half = 0; half < 2; ++half, q += 32) {
+      for (int shift = 0; shift < 8; shift += 2, m = static_cast<uint8_t>(m << 1)) {
+        for (int part = 0; part < 2; ++part, ++is) {
+          const float dl = d * static_cast<float>(scales[is]);
+          for (int l = 0; l < 16; ++l) {
+            const int i = 16 * part + l;
+            const int v = ((q[i] >> shift) & 3) - ((hm[i] & m) ? 0 : 4);
+            *dst++ = dl * static_cast<float>(v);
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool can_dequantize(DType type) {
@@ -214,6 +269,8 @@ bool can_dequantize(DType type) {
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
       return true;
     default:
       return false;
@@ -258,6 +315,12 @@ void dequantize_row(DType type, const void* src_v, float* dst, int64_t n) {
       return;
     case DType::kQ6_K:
       deq_q6_k(src, dst, nb);
+      return;
+    case DType::kQ2_K:
+      deq_q2_k(src, dst, nb);
+      return;
+    case DType::kQ3_K:
+      deq_q3_k(src, dst, nb);
       return;
     default:
       assert(false && "dequantize_row: unsupported type");

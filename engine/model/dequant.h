@@ -15,6 +15,8 @@
 //   Q4_K 256 w /144 B: f16 d, dmin; u8 scales[12]; u8 qs[128]
 //   Q5_K 256 w /176 B: f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]
 //   Q6_K 256 w /210 B: u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d
+//   Q2_K 256 w / 84 B: u8 scales[16]; u8 qs[64]; f16 d, dmin     x = (d*sc)*q2 - (dmin*m)
+//   Q3_K 256 w /110 B: u8 hmask[32]; u8 qs[64]; u8 scales[12]; f16 d   x = (d*(sc-32))*(q3-4)
 // In the 32-weight types, byte j of qs holds weight j (low nibble) and weight j+16 (high nibble);
 // bit j of the u32 qh is the fifth bit of weight j.
 //
@@ -39,8 +41,8 @@
 
 namespace lathe {
 
-// True for the types dequantize_row handles: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k,
-// q5_k, q6_k.
+// True for the types dequantize_row handles: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k,
+// q3_k, q4_k, q5_k, q6_k.
 bool can_dequantize(DType type);
 
 // Converts `n` consecutive elements stored as `type` at `src` to float32 at `dst`.

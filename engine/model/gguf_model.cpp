@@ -136,6 +136,7 @@ Result<LoadedModel> load_gguf_model(const std::string& path, const LoadOptions& 
     LATHE_RETURN_IF_ERROR(collect_weights(m.config, found, &m.weights).with_context(path));
     m.weights.keep_alive(g->mapped_file());
     m.dtype_summary = summarize_dtypes(m.config, m.weights);
+    m.group_bytes = group_bytes(m.config, m.weights);
   }
 
   if (options.load_tokenizer) {

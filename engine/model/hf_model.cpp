@@ -12,10 +12,13 @@
 #include "engine/core/log.h"
 #include "engine/core/read_file.h"
 #include "engine/core/strings.h"
+#include "engine/model/checkpoint_quant.h"
+#include "engine/model/layer_weights.h"
 #include "engine/model/model_config_parse.h"
 #include "engine/model/model_weights.h"
 #include "engine/model/safetensors_file.h"
 #include "engine/model/tensor_names.h"
+#include "engine/model/weight_scheme.h"
 #include "engine/tokenizer/tokenizer_loader.h"
 
 namespace lathe {
@@ -139,17 +142,9 @@ Result<LoadedModel> load_hf_model(const std::string& folder, const LoadOptions& 
   }
 
   if (m.format == ModelFormat::kHfFolder) {
-    LATHE_ASSIGN_OR_RETURN(json raw, read_optional_json(config_path));
-    if (raw.contains("quantization_config")) {
-      std::string method = "unknown";
-      const json& q = raw["quantization_config"];
-      if (q.is_object() && q.contains("quant_method") && q["quant_method"].is_string())
-        method = q["quant_method"].get<std::string>();
-      return unsupported(config_path.string() +
-                         ": quantized checkpoints (quantization_config, method '" + method +
-                         "') cannot be loaded by this version of Lathe; use an unquantized "
-                         "checkpoint or a GGUF file");
-    }
+    // A quantized checkpoint names its method (gptq, awq, compressed-tensors, fp8); an unknown one
+    // is refused here, naming it and the supported ones.
+    LATHE_ASSIGN_OR_RETURN(m.quantization, read_checkpoint_quant(folder));
     LATHE_ASSIGN_OR_RETURN(SafetensorsCheckpoint ckpt, SafetensorsCheckpoint::open_folder(folder));
     std::map<std::string, FileTensor> found;
     for (const auto& [name, entry] : ckpt.tensors()) {
@@ -170,11 +165,24 @@ Result<LoadedModel> load_hf_model(const std::string& folder, const LoadOptions& 
       LATHE_ASSIGN_OR_RETURN(TensorView view, entry.tensor->view(entry.file->path()));
       found[canonical] = FileTensor{view, name, entry.file->path()};
     }
-    LATHE_RETURN_IF_ERROR(collect_weights(m.config, found, &m.weights).with_context(folder));
+    const bool quantized = m.quantization.quantized();
+    LATHE_RETURN_IF_ERROR(
+        collect_weights(m.config, found, &m.weights, quantized).with_context(folder));
     for (const auto& f : ckpt.files()) m.weights.keep_alive(f->mapped_file());
     m.file_bytes = ckpt.total_file_bytes();
-    m.config.weight_dtype = dominant_layer_dtype(m.weights, m.config.weight_dtype);
-    m.dtype_summary = summarize_dtypes(m.config, m.weights);
+    m.group_bytes = group_bytes(m.config, m.weights);
+    if (quantized) {
+      // Every projection through the checkpoint's scheme now, so a checkpoint that disagrees with
+      // its config fails at load (naming the tensor), and the summary names the formats.
+      // config.weight_dtype stays the config's torch_dtype (the unquantized tensors' type).
+      Result<ModelWeights> bound = bind_model_weights(m);
+      if (!bound.is_ok()) return bound.status().with_context(folder);
+      m.dtype_summary = summarize_formats(m.config, *bound);
+      log_info(folder + ": " + bound->scheme->description());
+    } else {
+      m.config.weight_dtype = dominant_layer_dtype(m.weights, m.config.weight_dtype);
+      m.dtype_summary = summarize_dtypes(m.config, m.weights);
+    }
   }
 
   const bool has_tokenizer = hf_folder_has_tokenizer(folder);

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/core/status.h"
@@ -16,6 +18,7 @@
 namespace lathe {
 
 struct LoadedModel;
+class WeightScheme;
 
 // One projection of the plan: one or several stored matrices that read the same input, stacked by
 // output rows (q|k|v for the QKV projection, gate|up for the MLP's), each with an optional bias.
@@ -43,15 +46,29 @@ struct ModelWeights {
   TensorView output_norm;  // [hidden]
   LinearGroup lm_head;     // one part: `output`, or the embedding when tied
   std::vector<LayerWeights> layers;
+  // The checkpoint scheme that built the matrices; it owns what online quantization made, so the
+  // matrices stay valid while this (or a copy of the pointer) lives.
+  std::shared_ptr<const WeightScheme> scheme;
 
   // The projection `slot` of layer `layer` (the LM head for LinearSlot::kLmHead, any layer).
   const LinearGroup& linear(int64_t layer, LinearSlot slot) const;
 
   // Bytes of every projection's matrices (the layers and the LM head unless tied).
   int64_t linear_bytes(bool count_tied_head = false) const;
+  // Bytes of everything bound, as stored: the embedding, every matrix with its scales, zero points
+  // and g_idx, norms and biases (the tied LM head once).
+  int64_t total_bytes() const;
 };
 
-// Binds `model`'s tensors through its checkpoint's weight scheme (weight_scheme.h). Not for
+// The storage format of each group of tensors, in the order embedding, attention, mlp, norms,
+// output: {"attention", "int4 g128 (gptq)"}, {"mlp", "int4 g128 (gptq)+int8 per-channel (gptq)"},
+// {"output", "tied"}; several formats in a group are joined with '+', most bytes first. Dense and
+// GGUF matrices are named by their type ("bf16", "q4_k").
+std::vector<std::pair<std::string, std::string>> summarize_formats(const ModelConfig& config,
+                                                                   const ModelWeights& weights);
+
+// Binds `model`'s tensors through its checkpoint's weight scheme (weight_scheme.h; with an online
+// --quantization, the projections are quantized here and a load-log line says so). Not for
 // ModelFormat::kDummy (whose weights the backends generate).
 Result<ModelWeights> bind_model_weights(const LoadedModel& model);
 

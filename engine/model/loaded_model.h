@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/model/checkpoint_quant.h"
 #include "engine/model/model_config.h"
 #include "engine/model/weight_store.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -38,9 +39,15 @@ struct LoadedModel {
   int64_t file_bytes = 0;
   // Per-group storage types in the order embedding, attention, mlp, norms, output, e.g.
   // {"embedding", "q8_0"}, {"attention", "q4_1"}, {"mlp", "q4_k+q6_k"}, {"norms", "f32"},
-  // {"output", "tied"}; several types in a group are joined with '+', most bytes first. Empty for
-  // kDummy.
+  // {"output", "tied"}; several types in a group are joined with '+', most bytes first. Quantized
+  // checkpoints name their formats: {"attention", "int4 g128 (gptq)"}. Empty for kDummy.
   std::vector<std::pair<std::string, std::string>> dtype_summary;
+  // Bytes of the stored tensors per group (same groups and order; quantized parts included).
+  std::vector<std::pair<std::string, int64_t>> group_bytes;
+  // How the checkpoint is quantized (empty method: it is not); weight_scheme.h reads it.
+  CheckpointQuant quantization;
+  // Quantization applied when the weights are bound (LoadOptions::quantization).
+  OnlineQuant online_quantization = OnlineQuant::kNone;
 };
 
 }  // namespace lathe

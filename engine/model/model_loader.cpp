@@ -46,7 +46,24 @@ Result<LoadedModel> load_model(const std::string& path, const LoadOptions& optio
                               "(config.json + *.safetensors + tokenizer files)");
     }
   }
-  if (result.is_ok()) result.value().path = path;
+  if (!result.is_ok()) return result;
+  LoadedModel& m = result.value();
+  m.path = path;
+  if (options.quantization != OnlineQuant::kNone) {
+    const char* q = online_quant_name(options.quantization);
+    if (m.quantization.quantized())
+      return invalid_argument(strformat(
+          "--quantization %s quantizes 16-bit checkpoints at load, but %s is already quantized "
+          "(%s); load it without --quantization",
+          q, path.c_str(), m.quantization.method.c_str()));
+    for (const auto& [name, t] : m.weights.tensors())
+      if (starts_with(name, "blk.") && t.ndim == 2 && is_quantized(t.dtype))
+        return invalid_argument(strformat(
+            "--quantization %s quantizes 16-bit checkpoints at load, but %s stores %s as %s; "
+            "load it without --quantization",
+            q, path.c_str(), name.c_str(), std::string(dtype_name(t.dtype)).c_str()));
+    m.online_quantization = options.quantization;
+  }
   return result;
 }
 

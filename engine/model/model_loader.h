@@ -5,6 +5,7 @@
 #include <string>
 
 #include "engine/core/status.h"
+#include "engine/model/checkpoint_quant.h"
 #include "engine/model/loaded_model.h"
 
 namespace lathe {
@@ -16,6 +17,9 @@ struct LoadOptions {
   bool load_tokenizer =
       true;  // false: config and weights only (inspect of big models is quick anyway)
   std::string chat_template_override;  // Jinja source that replaces the model's template
+  // vLLM's --quantization: quantize the 16-bit layer projections when they are bound (RTN); a
+  // checkpoint that is already quantized (or a GGUF of block types) is refused by name.
+  OnlineQuant quantization = OnlineQuant::kNone;
 };
 
 // Errors name the file and the problem, e.g.

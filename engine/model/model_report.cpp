@@ -82,6 +82,8 @@ ModelReport build_model_report(const LoadedModel& m, const ReportOptions& o) {
   r.format = format_name(m.format);
   r.config = m.config;
   r.dtypes = m.dtype_summary;
+  r.group_bytes = m.group_bytes;
+  if (m.quantization.quantized()) r.quantization = m.quantization.method;
   r.file_bytes = m.file_bytes;
   r.has_chat_template = !m.chat_template.empty();
   r.eos_token_ids = m.generation.eos_token_ids;
@@ -146,6 +148,7 @@ std::string model_report_json(const ModelReport& r) {
   ordered_json dt = ordered_json::object();
   for (const auto& [group, type] : r.dtypes) dt[group] = type;
   j["dtypes"] = dt;
+  j["quantization"] = r.quantization;
   j["file_bytes"] = r.file_bytes;
   j["has_chat_template"] = r.has_chat_template;
   j["eos_token_ids"] = r.eos_token_ids;
@@ -155,6 +158,9 @@ std::string model_report_json(const ModelReport& r) {
                     {"fp16", m.weight_bytes_fp16},
                     {"int8", m.weight_bytes_int8},
                     {"int4", m.weight_bytes_int4}};
+  ordered_json groups = ordered_json::object();
+  for (const auto& [group, b] : r.group_bytes) groups[group] = b;
+  mem["weights"]["groups"] = groups;
   mem["kv_per_token"] = {{"fp16", m.kv_bytes_per_token_fp16}, {"fp32", m.kv_bytes_per_token_fp32}};
   mem["max_model_len"] = m.max_model_len;
   mem["batch"] = m.num_sequences;
@@ -218,6 +224,7 @@ std::string model_report_text(const ModelReport& r) {
     }
     line("Storage", s);
   }
+  if (r.quantization != "none") line("Quantization", r.quantization + " checkpoint");
   if (r.file_bytes > 0) line("File size", bytes(r.file_bytes));
   if (r.format != "config")
     line("Chat template", r.has_chat_template ? "yes" : "none (plain completion only)");
@@ -227,6 +234,12 @@ std::string model_report_text(const ModelReport& r) {
                   ", INT4 " + bytes(m.weight_bytes_int4);
   if (m.weight_bytes_stored > 0) w += ", as stored " + bytes(m.weight_bytes_stored);
   line("  Weights", w);
+  if (!r.group_bytes.empty()) {
+    std::string g;
+    for (const auto& [group, b] : r.group_bytes)
+      g += (g.empty() ? "" : ", ") + group + " " + bytes(b);
+    line("  As stored", g);
+  }
   line("  KV / token", bytes(m.kv_bytes_per_token_fp16) + " (fp16/bf16), " +
                            bytes(m.kv_bytes_per_token_fp32) + " (fp32)");
   line("  KV cache",

@@ -11,8 +11,10 @@
 //             "factor", "frequency_factors": bool},
 //    "tie_word_embeddings", "attention_bias", "qk_norm", "sliding_window",
 //    "weight_dtype", "dtypes": {"embedding", "attention", "mlp", "norms", "output"},
+//    "quantization": "none" | "gptq" | "awq" | "compressed-tensors" | "fp8",
 //    "file_bytes", "has_chat_template", "eos_token_ids": [..],
-//    "memory": {"weights": {"stored", "fp16", "int8", "int4"},
+//    "memory": {"weights": {"stored", "fp16", "int8", "int4",
+//                           "groups": {"embedding", "attention", ...: bytes as stored}},
 //               "kv_per_token": {"fp16", "fp32"},
 //               "max_model_len", "batch", "kv": {"fp16", "fp32"},
 //               "fit": {"device", "budget_bytes", "needed_bytes", "verdict", "max_sequences",
@@ -41,7 +43,9 @@ struct ModelReport {
   std::string path;
   std::string format;  // "gguf", "hf", "config" (config.json only)
   ModelConfig config;
-  std::vector<std::pair<std::string, std::string>> dtypes;  // LoadedModel::dtype_summary
+  std::vector<std::pair<std::string, std::string>> dtypes;   // LoadedModel::dtype_summary
+  std::vector<std::pair<std::string, int64_t>> group_bytes;  // LoadedModel::group_bytes
+  std::string quantization = "none";                         // the checkpoint's quant_method
   int64_t file_bytes = 0;
   bool has_chat_template = false;
   std::vector<TokenId> eos_token_ids;

@@ -29,13 +29,46 @@ bool same_shape(const TensorView& v, const std::vector<int64_t>& shape) {
 
 }  // namespace
 
+std::string supported_weight_types() {
+  std::string s;
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1,
+                  DType::kQ5_0, DType::kQ5_1, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,
+                  DType::kQ5_K, DType::kQ6_K})
+    if (can_dequantize(t)) s += (s.empty() ? "" : ", ") + std::string(dtype_name(t));
+  return s;
+}
+
 Status collect_weights(const ModelConfig& config, const std::map<std::string, FileTensor>& found,
-                       WeightStore* store) {
+                       WeightStore* store, bool quantized_checkpoint) {
   const std::vector<ExpectedTensor> expected = expected_tensors(config);
   std::set<std::string> wanted;
   for (const ExpectedTensor& e : expected) wanted.insert(e.name);
 
   for (const ExpectedTensor& e : expected) {
+    const bool projection = e.shape.size() == 2 && e.name != "token_embd";
+    if (quantized_checkpoint && projection) {
+      // Quantized parts: every "<name>.<part>" the loader found.
+      bool has_parts = false;
+      for (auto p = found.lower_bound(e.name + "."); p != found.end(); ++p) {
+        if (!starts_with(p->first, e.name + ".")) break;
+        store->add(p->first, p->second.view);
+        wanted.insert(p->first);
+        has_parts = true;
+      }
+      auto plain = found.find(e.name);
+      if (plain == found.end()) {
+        if (has_parts) continue;
+        return not_found("tensor '" + e.name + "' is missing from the model files: neither '" +
+                         hf_name_from_canonical(e.name) + "' nor quantized parts of it");
+      }
+      const FileTensor& t = plain->second;
+      if (!same_shape(t.view, e.shape))
+        return corrupt_file("tensor '" + e.name + "' ('" + t.file_name + "' in " + t.file +
+                            ") has shape " + t.view.shape_string() + ", expected " +
+                            shape_string(e.shape) + " from the model config");
+      store->add(e.name, t.view);  // its dtype is checked by the weight scheme
+      continue;
+    }
     auto it = found.find(e.name);
     if (it == found.end()) {
       std::string hint;
@@ -56,8 +89,9 @@ Status collect_weights(const ModelConfig& config, const std::map<std::string, Fi
     if (!can_dequantize(t.view.dtype))
       return unsupported(
           label + " is stored as " + std::string(info.name) +
-          ", which Lathe cannot compute with; supported: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
-          "q5_1, q4_k, q5_k, q6_k");
+          ", which Lathe cannot compute with; supported: " + supported_weight_types() +
+          " (and the quantized Hugging Face formats gptq, awq, compressed-tensors "
+          "and fp8 with their quantization_config)");
     store->add(e.name, t.view);
   }
   for (const auto& [name, t] : found)
@@ -65,6 +99,19 @@ Status collect_weights(const ModelConfig& config, const std::map<std::string, Fi
       log_debug("ignoring tensor '" + t.file_name + "' in " + t.file +
                 ": this model configuration does not use it");
   return Status();
+}
+
+std::vector<std::pair<std::string, int64_t>> group_bytes(const ModelConfig& config,
+                                                         const WeightStore& store) {
+  (void)config;
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (const char* group : {"embedding", "attention", "mlp", "norms", "output"}) {
+    int64_t b = 0;
+    for (const auto& [name, t] : store.tensors())
+      if (std::string(tensor_group(name)) == group) b += t.nbytes();
+    if (b > 0) out.emplace_back(group, b);
+  }
+  return out;
 }
 
 std::vector<std::pair<std::string, std::string>> summarize_dtypes(const ModelConfig& config,

@@ -27,8 +27,19 @@ struct FileTensor {
 //     expected [32, 32] from the model config");
 //   kUnsupported: a norm or bias stored quantized, or a matrix in a type Lathe cannot compute with.
 // Tensors Lathe does not use are skipped with a debug log.
+// With `quantized_checkpoint` (the checkpoint has a quantization config), a projection may instead
+// be stored as quantized parts under "<canonical>.<part>" (tensor_names.h), or as a plain weight of
+// a quantized type (fp8, int8): both are added as found, and the checkpoint's weight scheme
+// (weight_scheme.h) checks them against the config.
 Status collect_weights(const ModelConfig& config, const std::map<std::string, FileTensor>& found,
-                       WeightStore* store);
+                       WeightStore* store, bool quantized_checkpoint = false);
+
+// "f32, f16, bf16, q8_0, ..." : the types the CPU and the loaders compute with.
+std::string supported_weight_types();
+
+// Bytes per group (same groups and order as summarize_dtypes), every stored tensor counted.
+std::vector<std::pair<std::string, int64_t>> group_bytes(const ModelConfig& config,
+                                                         const WeightStore& store);
 
 // Per-group storage types in the order embedding, attention, mlp, norms, output, e.g.
 // {"embedding", "q8_0"}, {"attention", "q4_1"}, {"mlp", "q4_k+q6_k"}, {"norms", "f32"},

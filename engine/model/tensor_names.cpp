@@ -90,11 +90,33 @@ std::string gguf_name_from_canonical(std::string_view c) {
   return unmap_layer(c, "blk.", kGgufLayer);
 }
 
-std::string canonical_name_from_hf(std::string_view n) {
+namespace {
+
+std::string canonical_plain_from_hf(std::string_view n) {
   if (n == "model.embed_tokens.weight") return "token_embd";
   if (n == "model.norm.weight") return "output_norm";
   if (n == "lm_head.weight") return "output";
   return map_layer(n, "model.layers.", kHfLayer);
+}
+
+}  // namespace
+
+std::string canonical_name_from_hf(std::string_view n) {
+  std::string c = canonical_plain_from_hf(n);
+  if (!c.empty()) return c;
+  // A quantized part "<module>.<part>" of a projection: "<canonical>.<part>".
+  const size_t dot = n.rfind('.');
+  if (dot == std::string_view::npos) return "";
+  const std::string_view part = n.substr(dot + 1);
+  for (std::string_view p : kQuantizedParts) {
+    if (part != p) continue;
+    c = canonical_plain_from_hf(std::string(n.substr(0, dot)) + ".weight");
+    if (c.empty() || c == "token_embd" || c == "output_norm" || ends_with(c, "norm") ||
+        ends_with(c, "_bias"))
+      return "";
+    return c + "." + std::string(part);
+  }
+  return "";
 }
 
 std::string canonical_name_from_gguf(std::string_view n) {
@@ -135,8 +157,8 @@ std::vector<ExpectedTensor> expected_tensors(const ModelConfig& c) {
 }
 
 const char* tensor_group(std::string_view n) {
-  if (n == "token_embd") return "embedding";
-  if (n == "output") return "output";
+  if (n == "token_embd" || starts_with(n, "token_embd.")) return "embedding";
+  if (n == "output" || starts_with(n, "output.")) return "output";
   if (ends_with(n, "norm"))
     return "norms";  // attn_norm, ffn_norm, output_norm, attn_q_norm, attn_k_norm
   if (n.find(".ffn_") != std::string_view::npos) return "mlp";

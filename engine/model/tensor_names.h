@@ -24,8 +24,26 @@
 
 namespace lathe {
 
+// The parts quantized checkpoints store next to (or instead of) a projection's weight: GPTQ / AWQ
+// (qweight, qzeros, scales, g_idx), compressed-tensors (weight_packed, weight_scale,
+// weight_zero_point, weight_g_idx, weight_shape), FP8 (weight_scale, weight_scale_inv,
+// input_scale). A Hugging Face "<module>.<part>" maps to the canonical "<projection>.<part>"
+// ("model.layers.0.self_attn.q_proj.qweight" -> "blk.0.attn_q.qweight"); weight_scheme.h's
+// handlers read them.
+inline constexpr std::string_view kQuantizedParts[] = {"qweight",
+                                                       "qzeros",
+                                                       "scales",
+                                                       "g_idx",
+                                                       "weight_packed",
+                                                       "weight_scale",
+                                                       "weight_zero_point",
+                                                       "weight_g_idx",
+                                                       "weight_shape",
+                                                       "weight_scale_inv",
+                                                       "input_scale"};
+
 // Canonical name of a tensor, or "" for tensors Lathe does not use (rotary inv_freq, rope_freqs,
-// anything unknown).
+// anything unknown). Quantized parts of a projection keep their part name (above).
 std::string canonical_name_from_hf(std::string_view hf_name);
 std::string canonical_name_from_gguf(std::string_view gguf_name);
 

@@ -18,10 +18,15 @@ const char* weight_format_name(WeightFormat f) {
   return "?";
 }
 
+int64_t WeightQuant::num_groups(int64_t k) const {
+  return granularity == ScaleGranularity::kGroup && group_size > 0 ? k / group_size : 1;
+}
+
 int64_t WeightMatrix::bytes() const {
-  int64_t b = data.data != nullptr || data.ndim > 0 ? data.nbytes() : 0;
-  for (const TensorView* t : {&quant.scales, &quant.zeros, &quant.g_idx, &quant.input_scale})
-    if (t->ndim > 0) b += t->nbytes();
+  // A part is present when it points at data (a 0-dim scalar scale has ndim 0).
+  int64_t b = 0;
+  for (const TensorView* t : {&data, &quant.scales, &quant.zeros, &quant.g_idx, &quant.input_scale})
+    if (t->data != nullptr || t->ndim > 0) b += t->nbytes();
   return b;
 }
 
@@ -34,6 +39,8 @@ std::string WeightMatrix::describe() const {
       std::string s = strformat("int%d", quant.bits);
       if (quant.granularity == ScaleGranularity::kGroup && quant.group_size > 0)
         s += strformat(" g%d", quant.group_size);
+      else if (quant.granularity == ScaleGranularity::kTensor)
+        s += " per-tensor";
       else
         s += " per-channel";
       if (!quant.symmetric) s += " asym";

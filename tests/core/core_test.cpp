@@ -59,7 +59,11 @@ class CoreTest : public QObject {
     QVERIFY(!dtype_bytes(DType::kQ4_K, 100).has_value());
     QCOMPARE(dtype_bits_per_element(DType::kQ4_1), 5.0);
     QCOMPARE(*dtype_from_ggml(30), DType::kBF16);
-    QVERIFY(!dtype_from_ggml(10).has_value());  // q2_K: unsupported
+    QCOMPARE(*dtype_from_ggml(10), DType::kQ2_K);
+    QCOMPARE(*dtype_from_ggml(11), DType::kQ3_K);
+    QCOMPARE(*dtype_bytes(DType::kQ2_K, 512), int64_t{168});
+    QCOMPARE(*dtype_bytes(DType::kQ3_K, 256), int64_t{110});
+    QVERIFY(!dtype_from_ggml(23).has_value());  // iq4_xs: unsupported
     QCOMPARE(std::string(ggml_type_name(10)), std::string("q2_K"));
   }
 

@@ -69,6 +69,13 @@ std::vector<uint8_t> random_weights(DType type, int64_t rows, int64_t k, std::mt
       case DType::kQ6_K:
         put_f16(blk + 208, scale(rng) * 0.1f);
         break;
+      case DType::kQ2_K:
+        put_f16(blk + 80, scale(rng));
+        put_f16(blk + 82, scale(rng));
+        break;
+      case DType::kQ3_K:
+        put_f16(blk + 108, scale(rng) * 0.1f);
+        break;
       default:
         break;
     }
@@ -85,7 +92,8 @@ std::vector<float> dequantized(const TensorView& w) {
 
 const DType kAllWeightTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
                                  DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
-                                 DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+                                 DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K,
+                                 DType::kQ6_K};
 
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
@@ -352,10 +360,11 @@ class CpuOpsTest : public QObject {
     // Six items: more than kMaxLinearGroup, so the group is split.
     std::vector<std::vector<float>> ys;
     std::vector<cpu::LinearGroupItem> items;
+    const WeightMatrix ma = plain_matrix("a", wa), mb = plain_matrix("b", wb);
     for (int i = 0; i < 6; ++i) ys.emplace_back(i % 2 == 0 ? m * 24 : m * 8);
     for (int i = 0; i < 6; ++i)
-      items.push_back(i % 2 == 0 ? cpu::LinearGroupItem{&wa, nullptr, ys[i].data()}
-                                 : cpu::LinearGroupItem{&wb, bias.data(), ys[i].data()});
+      items.push_back(i % 2 == 0 ? cpu::LinearGroupItem{&ma, nullptr, ys[i].data()}
+                                 : cpu::LinearGroupItem{&mb, bias.data(), ys[i].data()});
     cpu::linear_group(x.data(), m, items.data(), 6, pool);
     for (int i = 0; i < 6; ++i) QVERIFY(bitwise_equal(ys[i], i % 2 == 0 ? ra : rb));
   }

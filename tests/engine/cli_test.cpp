@@ -133,6 +133,51 @@ class CliTest : public QObject {
     QVERIFY(j["tpot_s"].value("mean", 0.0) > 0.0);
   }
 
+  // --quantization (shared by generate, serve and bench) quantizes at load and says so.
+  void quantization_flag_quantizes_at_load() {
+    for (const char* mode : {"fp8", "int8", "int4"}) {
+      Run r = run_lathe(QStringList{"bench", "latency", "--batch-size", "2", "--input-len", "8",
+                                    "--output-len", "2", "--num-iters-warmup", "0", "--num-iters",
+                                    "1", "--quantization", mode} +
+                        dummy_fixture());
+      QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+      QVERIFY2(r.err.contains(QString("--quantization %1").arg(mode)), qPrintable(r.err));
+    }
+    Run bad = run_lathe(QStringList{"bench", "latency", "--quantization", "nf4"} + dummy_fixture());
+    QVERIFY(bad.exit_code != 0);
+    QVERIFY2(bad.err.contains("--quantization"), qPrintable(bad.err));
+    // A checkpoint that is already quantized is refused by name.
+    const QString gguf = QString::fromStdString(lathe::test::fixture_path("model/tiny_llama.gguf"));
+    Run q = run_lathe(
+        {"generate", "-m", gguf, "-p", "hi", "--device", "cpu", "--quantization", "int8"});
+    QVERIFY(q.exit_code != 0);
+    QCOMPARE(error_lines(q.err).size(), 1);
+    QVERIFY2(q.err.contains("without --quantization"), qPrintable(q.err));
+  }
+
+  // End to end on real quantized weights: Qwen2.5-Coder-0.5B-Instruct Q4_K_M (Q4_K, Q6_K, Q5_0 and
+  // Q8_0 blocks), fetched by scripts/fetch-qwen-coder-model.sh (not by CI: the test skips without
+  // it), answers a factual question, greedy, on the CPU.
+  void quantized_gguf_answers_a_factual_question() {
+    const char* dir = std::getenv("LATHE_MODEL_DIR");
+    const std::string base =
+        dir != nullptr ? dir : std::string(std::getenv("HOME")) + "/.cache/lathe/models";
+    const std::string model = base + "/Qwen2.5-Coder-0.5B-Instruct-Q4_K_M.gguf";
+    if (!std::filesystem::exists(model))
+      QSKIP(
+          "Qwen2.5-Coder-0.5B-Instruct Q4_K_M is not in the model cache; run "
+          "scripts/fetch-qwen-coder-model.sh");
+    Run info = run_lathe({"inspect", QString::fromStdString(model)});
+    QVERIFY2(info.exit_code == 0, qPrintable(info.err));
+    QVERIFY2(info.out.contains("q4_k") && info.out.contains("q6_k"), qPrintable(info.out));
+    Run r = run_lathe({"generate", "-m", QString::fromStdString(model), "--chat", "-p",
+                       "What is the capital of France? Answer in one word.", "--temperature", "0",
+                       "-n", "16", "--device", "cpu", "--max-model-len", "512"},
+                      300000);
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains("Paris"), qPrintable(r.out));
+  }
+
   void generate_streams_and_ends_with_a_summary_line() {
     const std::string model = lathe::test::default_model_path();
     if (!std::filesystem::exists(model)) QSKIP("the default model is not in the cache");

@@ -1,5 +1,6 @@
 // Dequantization parity: for each supported type, random blocks (tests/fixtures/model/dequant/,
-// made by scripts/fixtures/make_model_loader_fixtures.py) dequantize to exactly the float32 values
+// made by scripts/fixtures/make_model_loader_fixtures.py; q2_k and q3_k by
+// scripts/fixtures/make_quant_format_fixtures.py) dequantize to exactly the float32 values
 // the Python gguf package gives for the same bytes.
 #include <QtTest>
 
@@ -35,7 +36,7 @@ class DequantTest : public QObject {
         {DType::kF16, "f16"},   {DType::kBF16, "bf16"}, {DType::kQ8_0, "q8_0"},
         {DType::kQ4_0, "q4_0"}, {DType::kQ4_1, "q4_1"}, {DType::kQ5_0, "q5_0"},
         {DType::kQ5_1, "q5_1"}, {DType::kQ4_K, "q4_k"}, {DType::kQ5_K, "q5_k"},
-        {DType::kQ6_K, "q6_k"},
+        {DType::kQ6_K, "q6_k"}, {DType::kQ2_K, "q2_k"}, {DType::kQ3_K, "q3_k"},
     };
     for (const auto& [t, n] : types) QTest::newRow(n) << static_cast<int>(t) << QString(n);
   }

@@ -318,12 +318,26 @@ class GgufFileTest : public QObject {
 
   void unsupported_tensor_type_names_tensor_and_type() {
     GgufBuilder b = small_valid();
-    b.tensor("blk.0.ffn_up.weight", {256, 1}, 10, std::vector<uint8_t>(84));  // q2_K
-    auto r = open_built(b, "q2k.gguf");
-    expect_error(r, ErrorCode::kUnsupported, "q2k.gguf",
-                 "blk.0.ffn_up.weight has type q2_K, which Lathe does not support; supported: f32, "
-                 "f16, q4_0");
-    QVERIFY(r.status().message().find("q6_K") != std::string::npos);
+    b.tensor("blk.0.ffn_up.weight", {256, 1}, 23, std::vector<uint8_t>(136));  // iq4_xs
+    auto r = open_built(b, "iq4xs.gguf");
+    expect_error(r, ErrorCode::kUnsupported, "iq4xs.gguf",
+                 "blk.0.ffn_up.weight has type iq4_xs, which Lathe does not support; supported: "
+                 "f32, f16, q4_0");
+    for (const char* t : {"q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "q8_0", "bf16"})
+      QVERIFY2(r.status().message().find(t) != std::string::npos, t);
+    GgufBuilder c = small_valid();
+    c.tensor("blk.0.ffn_up.weight", {256, 1}, 35, std::vector<uint8_t>(66));  // tq2_0
+    expect_error(open_built(c, "tq2.gguf"), ErrorCode::kUnsupported, "tq2.gguf",
+                 "has type tq2_0, which Lathe does not support");
+  }
+
+  void q2_k_and_q3_k_are_read() {
+    for (const auto& [id, bytes] : {std::pair<uint32_t, size_t>{10, 84}, {11, 110}}) {
+      GgufBuilder b = small_valid();
+      b.tensor("blk.0.ffn_up.weight", {256, 1}, id, std::vector<uint8_t>(bytes));
+      auto r = open_built(b, "k.gguf");
+      LATHE_QVERIFY_RESULT(r);
+    }
   }
 };
 

@@ -463,17 +463,19 @@ class ModelLoaderTest : public QObject {
                             lathe::test::safetensors_bytes(header, std::vector<uint8_t>(64)));
     expect_error(load_model(f), ErrorCode::kCorruptFile, "lying_header/model.safetensors",
                  "'model.norm.weight'");
-    // A quantized checkpoint.
+    // A checkpoint quantized with a method Lathe does not read.
     const std::string g = copy_fixture("tiny_llama", "gptq");
     {
       std::ifstream in(fs::path(g) / "config.json");
       std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
       text.insert(text.find('{') + 1,
-                  R"("quantization_config": {"quant_method": "gptq", "bits": 4},)");
+                  R"("quantization_config": {"quant_method": "bitsandbytes", "bits": 4},)");
       std::ofstream out(fs::path(g) / "config.json");
       out << text;
     }
-    expect_error(load_model(g), ErrorCode::kUnsupported, "gptq/config.json", "method 'gptq'");
+    expect_error(load_model(g), ErrorCode::kUnsupported, "gptq/config.json",
+                 "quant_method 'bitsandbytes' is not supported; Lathe reads gptq, awq, "
+                 "compressed-tensors, fp8");
     // Broken tokenizer_config.json.
     const std::string h = copy_fixture("tiny_llama", "bad_tok_cfg");
     {

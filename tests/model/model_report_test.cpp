@@ -120,6 +120,7 @@ class ModelReportTest : public QObject {
                               "sliding_window",
                               "weight_dtype",
                               "dtypes",
+                              "quantization",
                               "file_bytes",
                               "has_chat_template",
                               "eos_token_ids",

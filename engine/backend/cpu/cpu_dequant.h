@@ -159,6 +159,60 @@ inline void dequant_block_q6_k(const uint8_t* b, float* y) {
   }
 }
 
+// Q2_K: u8 scales[16]; u8 qs[64]; f16 d, dmin. 256 weights in 16 sub-blocks of 16; sub-block
+// (half h, shift step j, part p) reads bits 2j of qs[32h + 16p + l]; x = (d * sc) * q - (dmin * m)
+// with sc, m the low and high nibble of its scale byte.
+inline void dequant_block_q2_k(const uint8_t* b, float* y) {
+  const uint8_t* q = b + 16;
+  const float d = load_f16(b + 80);
+  const float dmin = load_f16(b + 82);
+  int is = 0;
+  for (int n = 0; n < 256; n += 128) {
+    for (int shift = 0; shift < 8; shift += 2) {
+      for (int p = 0; p < 2; ++p) {
+        const uint8_t sc = b[is++];
+        const float dl = d * static_cast<float>(sc & 0x0F), ml = dmin * static_cast<float>(sc >> 4);
+        for (int l = 0; l < 16; ++l)
+          *y++ = dl * static_cast<float>((q[16 * p + l] >> shift) & 3) - ml;
+      }
+    }
+    q += 32;
+  }
+}
+
+// Q3_K: u8 hmask[32]; u8 qs[64]; u8 scales[12]; f16 d. Q2_K's 2-bit layout plus a high bit from
+// hmask (bit k of hmask[l] for the k-th shift step over both halves; a clear bit subtracts 4);
+// sixteen 6-bit scales (low nibbles in bytes 0..7, high bit pairs in bytes 8..11), offset 32;
+// x = (d * (sc - 32)) * q.
+inline void dequant_block_q3_k(const uint8_t* b, float* y) {
+  const uint8_t* hm = b;
+  const uint8_t* q = b + 32;
+  uint32_t aux[4];
+  std::memcpy(aux, b + 96, 12);
+  const uint32_t tmp = aux[2], m2 = 0x0f0f0f0f, m1 = 0x03030303;
+  aux[2] = ((aux[0] >> 4) & m2) | (((tmp >> 4) & m1) << 4);
+  aux[3] = ((aux[1] >> 4) & m2) | (((tmp >> 6) & m1) << 4);
+  aux[0] = (aux[0] & m2) | (((tmp >> 0) & m1) << 4);
+  aux[1] = (aux[1] & m2) | (((tmp >> 2) & m1) << 4);
+  int8_t scales[16];
+  std::memcpy(scales, aux, 16);
+  const float d = load_f16(b + 108);
+  int is = 0;
+  uint8_t m = 1;
+  for (int n = 0; n < 256; n += 128) {
+    for (int shift = 0; shift < 8; shift += 2, m = static_cast<uint8_t>(m << 1)) {
+      for (int p = 0; p < 2; ++p) {
+        const float dl = d * static_cast<float>(scales[is++] - 32);
+        for (int l = 0; l < 16; ++l) {
+          const int i = 16 * p + l;
+          *y++ = dl * static_cast<float>(((q[i] >> shift) & 3) - ((hm[i] & m) ? 0 : 4));
+        }
+      }
+    }
+    q += 32;
+  }
+}
+
 // Dequantizes `k` elements (a whole number of blocks) of one row of `type` into y. Returns false
 // for a type the CPU ops cannot read (f8, integers).
 inline bool dequant_row(DType type, const uint8_t* row, float* y, int64_t k) {
@@ -204,6 +258,12 @@ inline bool dequant_row(DType type, const uint8_t* row, float* y, int64_t k) {
       break;
     case DType::kQ6_K:
       fn = dequant_block_q6_k;
+      break;
+    case DType::kQ2_K:
+      fn = dequant_block_q2_k;
+      break;
+    case DType::kQ3_K:
+      fn = dequant_block_q3_k;
       break;
     default:
       return false;

@@ -9,6 +9,9 @@
 // Every output element is the canonical dot product of cpu_simd.h of x with the weights as
 // cpu_dequant.h defines them, plus the bias: the result does not depend on M, on the path or
 // micro-kernel that computed it, on the thread count, or on the instruction set.
+// Quantized formats (int, fp8) always take the tiled path: the tile is decoded by
+// weight_dequant.h's reference decoder (clarity over speed), then multiplied by the same
+// micro-kernels.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -18,6 +21,7 @@
 #include "engine/backend/cpu/cpu_ops.h"
 #include "engine/backend/cpu/cpu_simd.h"
 #include "engine/core/thread_pool.h"
+#include "engine/model/weight_dequant.h"
 
 namespace lathe::cpu {
 namespace {
@@ -286,13 +290,43 @@ LATHE_AVX2 void tile_avx2(const float* x, int64_t ldx, int64_t mr, const float* 
 struct LinearJob {
   const float* x;
   int64_t m;
-  const TensorView* w;
+  const WeightMatrix* w;
   const float* bias;
   float* y;
 };
 
+// Quantized formats (int, fp8): every tile decoded by the reference decoder, then the float
+// micro-kernels.
+void run_tiles_quantized(const LinearJob& job, int64_t t0, int64_t t1, bool avx2) {
+  const WeightMatrix& w = *job.w;
+  const int64_t n = w.n, k = w.k, ld = round_up8(k);
+  thread_local std::vector<float> scratch;
+  if (scratch.size() < static_cast<size_t>(kTileRows * ld)) scratch.resize(kTileRows * ld);
+  for (int64_t m0 = 0; m0 < job.m; m0 += kRowBlock) {
+    const int64_t mb = std::min(kRowBlock, job.m - m0);
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t r0 = t * kTileRows;
+      const int64_t nr = std::min(kTileRows, n - r0);
+      const float* bias = job.bias != nullptr ? job.bias + r0 : nullptr;
+      dequantize_matrix_rows(w, r0, r0 + nr, scratch.data(), ld);
+      for (int64_t r = 0; r < nr; ++r)
+        std::fill(scratch.data() + r * ld + k, scratch.data() + (r + 1) * ld, 0.f);
+#if LATHE_CPU_X86
+      if (avx2) {
+        tile_avx2(job.x + m0 * k, k, mb, scratch.data(), ld, nr, k, job.y + m0 * n + r0, n, bias);
+        continue;
+      }
+#endif
+      tile_scalar(job.x + m0 * k, k, mb, scratch.data(), ld, nr, k, job.y + m0 * n + r0, n, bias);
+    }
+  }
+  (void)avx2;
+}
+
 void run_tiles(const LinearJob& job, int64_t t0, int64_t t1, bool avx2) {
-  const TensorView& w = *job.w;
+  if (job.w->format == WeightFormat::kInt || job.w->format == WeightFormat::kFp8)
+    return run_tiles_quantized(job, t0, t1, avx2);
+  const TensorView& w = job.w->data;
   const int64_t n = w.dim(0), k = w.dim(1);
   const int64_t ld = round_up8(k);
   const bool direct = w.dtype == DType::kF32;  // f32 rows are read in place
@@ -327,8 +361,26 @@ void run_tiles(const LinearJob& job, int64_t t0, int64_t t1, bool avx2) {
 
 void linear(const float* x, int64_t m, const TensorView& w, const float* bias, float* y,
             ThreadPool& pool) {
+  const WeightMatrix matrix = plain_matrix("", w);
+  linear(x, m, matrix, bias, y, pool);
+}
+
+void linear(const float* x, int64_t m, const WeightMatrix& w, const float* bias, float* y,
+            ThreadPool& pool) {
   const LinearGroupItem item{&w, bias, y};
   linear_group(x, m, &item, 1, pool);
+}
+
+bool is_supported_matrix(const WeightMatrix& w) {
+  switch (w.format) {
+    case WeightFormat::kDense:
+    case WeightFormat::kGguf:
+      return is_supported_weight_type(w.dtype);
+    case WeightFormat::kInt:
+    case WeightFormat::kFp8:
+      return validate_weight_matrix(w).is_ok();
+  }
+  return false;
 }
 
 void linear_group(const float* x, int64_t m, const LinearGroupItem* items, int num_items,
@@ -344,9 +396,9 @@ void linear_group(const float* x, int64_t m, const LinearGroupItem* items, int n
   int64_t offsets[kMaxLinearGroup + 1] = {0};
   LinearJob jobs[kMaxLinearGroup];
   for (int i = 0; i < num_items; ++i) {
-    const TensorView& w = *items[i].w;
+    const WeightMatrix& w = *items[i].w;
     jobs[i] = LinearJob{x, m, &w, items[i].bias, items[i].y};
-    offsets[i + 1] = offsets[i] + (w.dim(0) + kTileRows - 1) / kTileRows;
+    offsets[i + 1] = offsets[i] + (w.n + kTileRows - 1) / kTileRows;
   }
   pool.parallel_for(offsets[num_items], [&](int64_t begin, int64_t end) {
     for (int i = 0; i < num_items; ++i) {

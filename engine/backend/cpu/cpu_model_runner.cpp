@@ -10,8 +10,10 @@
 
 #include "engine/backend/cpu/cpu_dequant.h"
 #include "engine/backend/cpu/cpu_dummy_weights.h"
+#include "engine/core/log.h"
 #include "engine/core/strings.h"
 #include "engine/model/layer_weights.h"
+#include "engine/model/weight_scheme.h"
 #include "engine/runtime/draft_acceptance.h"
 #include "engine/runtime/model_input_check.h"
 #include "engine/runtime/parallel.h"
@@ -62,7 +64,7 @@ Result<std::unique_ptr<CpuModelRunner>> CpuModelRunner::create(const LoadedModel
   r->pool_ = std::make_unique<ThreadPool>(options.num_threads);
   if (model.format == ModelFormat::kDummy) {
     try {
-      LATHE_RETURN_IF_ERROR(r->init_dummy_weights(options));
+      LATHE_RETURN_IF_ERROR(r->init_dummy_weights(options, model.online_quantization));
     } catch (const std::bad_alloc&) {
       return out_of_memory(strformat("not enough RAM for random weights of %s (%.1f GiB)",
                                      display_name(model).c_str(),
@@ -78,14 +80,24 @@ Result<std::unique_ptr<CpuModelRunner>> CpuModelRunner::create(const LoadedModel
   m.device_name = "CPU (" + std::to_string(r->pool_->num_threads()) + " threads, " +
                   cpu::cpu_isa_name(cpu::cpu_isa()) + ")";
   m.total_bytes = physical_ram_bytes();
-  int64_t weight_bytes = model.format == ModelFormat::kDummy ? 0 : model.weights.total_bytes();
-  if (model.format == ModelFormat::kDummy) {
-    for (const Layer& l : r->layers_)
-      for (const Linear* g : {&l.qkv, &l.o, &l.gate_up, &l.down})
-        for (const TensorView& t : g->parts) weight_bytes += t.nbytes();
-    weight_bytes +=
-        r->token_embd_.nbytes() + (c.tie_word_embeddings ? 0 : r->lm_head_.parts[0].nbytes());
+  // Weights as stored (every quantized part included); with dummy weights or an online
+  // quantization, as the runner holds them: every matrix in its format (the quantized buffers, not
+  // the 16-bit source), the embedding, norms and biases.
+  int64_t weight_bytes = r->token_embd_.nbytes() +
+                         (c.tie_word_embeddings ? 0 : r->lm_head_.parts[0].bytes()) +
+                         static_cast<int64_t>(r->output_norm_.size()) * 4;
+  for (const Layer& l : r->layers_) {
+    for (const Linear* g : {&l.qkv, &l.o, &l.gate_up, &l.down}) {
+      for (const WeightMatrix& w : g->parts) weight_bytes += w.bytes();
+      for (const std::vector<float>& b : g->biases)
+        weight_bytes += static_cast<int64_t>(b.size()) * 4;
+    }
+    weight_bytes += static_cast<int64_t>(l.attn_norm.size() + l.ffn_norm.size() + l.q_norm.size() +
+                                         l.k_norm.size()) *
+                    4;
   }
+  if (model.format != ModelFormat::kDummy && model.online_quantization == OnlineQuant::kNone)
+    weight_bytes = model.weights.total_bytes();
   m.weight_bytes = weight_bytes;
   // Activations of a 512-token step (the CPU scheduler's default budget) and logits of 64 sampled
   // rows (its default sequence cap).
@@ -115,16 +127,16 @@ Result<std::vector<float>> to_floats(const TensorView& t, const std::string& nam
 
 Status CpuModelRunner::init_weights(const LoadedModel& model) {
   LATHE_ASSIGN_OR_RETURN(const ModelWeights w, bind_model_weights(model));
+  bound_owner_ = w.scheme;
   auto linear = [&](const LinearGroup& g, Linear* out) -> Status {
     for (size_t i = 0; i < g.parts.size(); ++i) {
       const WeightMatrix& m = g.parts[i];
       if (m.data.memory != MemoryKind::kHost)
         return invalid_argument(m.name + ": the CPU backend needs host weights");
-      if ((m.format != WeightFormat::kDense && m.format != WeightFormat::kGguf) ||
-          !cpu::is_supported_weight_type(m.dtype))
+      if (!cpu::is_supported_matrix(m))
         return unsupported(m.name + ": the CPU backend cannot compute with " + m.describe() +
                            " weights");
-      out->parts.push_back(m.data);
+      out->parts.push_back(m);
       LATHE_ASSIGN_OR_RETURN(
           std::vector<float> bias,
           to_floats(i < g.biases.size() ? g.biases[i] : TensorView{}, m.name + " bias"));
@@ -155,7 +167,7 @@ Status CpuModelRunner::init_weights(const LoadedModel& model) {
   return Status();
 }
 
-Status CpuModelRunner::init_dummy_weights(const CpuRunnerOptions& options) {
+Status CpuModelRunner::init_dummy_weights(const CpuRunnerOptions& options, OnlineQuant online) {
   const ModelConfig& c = config_;
   const DType dtype = c.weight_dtype == DType::kF32 ? DType::kF32 : DType::kBF16;
   constexpr float kStd = 0.02f;
@@ -168,28 +180,40 @@ Status CpuModelRunner::init_dummy_weights(const CpuRunnerOptions& options) {
                                            s, owned_, *pool_));
   size_t next = 0;
   auto take = [&]() { return mats[next++]; };
-  auto group = [](std::vector<TensorView> parts, size_t num_biases) {
+  // Layer projections: with --quantization, quantized as a checkpoint's would be at bind time.
+  Status status;
+  auto group = [&](std::vector<TensorView> parts, size_t num_biases, bool layer) {
     Linear g;
-    g.parts = std::move(parts);
+    for (const TensorView& t : parts) {
+      WeightMatrix m = plain_matrix("", t);
+      if (layer && online != OnlineQuant::kNone && status.is_ok()) {
+        Result<WeightMatrix> q = quantize_matrix_online(m, online, &owned_);
+        if (q.is_ok())
+          m = std::move(q).value();
+        else
+          status = q.status();
+      }
+      g.parts.push_back(std::move(m));
+    }
     g.biases.resize(num_biases);
     return g;
   };
   token_embd_ = take();
-  lm_head_ = group({c.tie_word_embeddings ? token_embd_ : take()}, 1);
+  lm_head_ = group({c.tie_word_embeddings ? token_embd_ : take()}, 1, false);
   output_norm_.assign(static_cast<size_t>(c.hidden_size), 1.0f);
   layers_.resize(static_cast<size_t>(c.num_layers));
   for (Layer& l : layers_) {
     const TensorView q = take(), k = take(), v = take();
-    l.qkv = group({q, k, v}, 3);
+    l.qkv = group({q, k, v}, 3, true);
     if (c.attention_bias) {
       l.qkv.biases[0].assign(static_cast<size_t>(c.q_size()), 0.0f);
       l.qkv.biases[1].assign(static_cast<size_t>(c.kv_size()), 0.0f);
       l.qkv.biases[2].assign(static_cast<size_t>(c.kv_size()), 0.0f);
     }
-    l.o = group({take()}, 1);
+    l.o = group({take()}, 1, true);
     const TensorView gate = take(), up = take();
-    l.gate_up = group({gate, up}, 2);
-    l.down = group({take()}, 1);
+    l.gate_up = group({gate, up}, 2, true);
+    l.down = group({take()}, 1, true);
     l.attn_norm.assign(static_cast<size_t>(c.hidden_size), 1.0f);
     l.ffn_norm.assign(static_cast<size_t>(c.hidden_size), 1.0f);
     if (c.qk_norm) {
@@ -197,7 +221,10 @@ Status CpuModelRunner::init_dummy_weights(const CpuRunnerOptions& options) {
       l.k_norm.assign(static_cast<size_t>(c.head_dim), 1.0f);
     }
   }
-  return Status();
+  if (status.is_ok() && online != OnlineQuant::kNone)
+    log_info(strformat("--quantization %s: random layer projections quantized at load",
+                       online_quant_name(online)));
+  return status;
 }
 
 int64_t CpuModelRunner::kv_block_bytes(int32_t block_size) const {

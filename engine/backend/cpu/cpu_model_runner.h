@@ -9,7 +9,9 @@
 // sequence, or its trailing sample_count tokens when it carries drafts (execute() samples each row
 // and keeps the accepted drafts, draft_acceptance.h). In the last layer, after attention (the last
 // op that mixes rows), only those rows go on through the remaining ops (nothing else reads them).
-// Weights are used in place (mmap); norm weights and biases are converted to float32 once.
+// Weights are used in place (mmap) in their stored format (dense, GGUF blocks, or a quantized
+// checkpoint's int / fp8 parts, dequantized tile by tile in linear()); norm weights and biases are
+// converted to float32 once.
 //
 // Files: this one (creation, weights, KV cache, sampling), cpu_forward.cpp (the plan interpreter).
 #pragma once
@@ -45,10 +47,10 @@ class CpuModelRunner final : public ModelRunner {
   const ForwardPlan& plan() const { return plan_; }
 
  private:
-  // A projection as the CPU runs it: its stored matrices (dense or GGUF blocks, used in place) and
-  // their biases in float32 (empty: none).
+  // A projection as the CPU runs it: its stored matrices (any format cpu::is_supported_matrix
+  // accepts, used in place) and their biases in float32 (empty: none).
   struct Linear {
-    std::vector<TensorView> parts;
+    std::vector<WeightMatrix> parts;
     std::vector<std::vector<float>> biases;
   };
   struct Layer {
@@ -59,7 +61,7 @@ class CpuModelRunner final : public ModelRunner {
 
   CpuModelRunner() = default;
   Status init_weights(const LoadedModel& model);
-  Status init_dummy_weights(const CpuRunnerOptions& options);
+  Status init_dummy_weights(const CpuRunnerOptions& options, OnlineQuant online);
   Status check_input(const ModelInput& input) const;
   const Linear& linear(const Layer& layer, LinearSlot slot) const;
   // Runs the step; leaves logits of the sampled rows in logits_ ([num_sample_rows(), vocab]).
@@ -78,7 +80,8 @@ class CpuModelRunner final : public ModelRunner {
   std::vector<float> output_norm_;
   std::vector<Layer> layers_;
   std::vector<float> inv_freq_;
-  std::vector<std::unique_ptr<uint8_t[]>> owned_;  // dummy weights
+  std::vector<std::unique_ptr<uint8_t[]>> owned_;  // dummy weights (and their online quantization)
+  std::shared_ptr<const void> bound_owner_;        // keeps the bound weights' scheme alive
 
   // Paged KV cache: per layer K then V, each [num_blocks, block_size, kv_heads, head_dim] float32.
   struct FreeDeleter {

@@ -10,6 +10,7 @@
 
 #include "engine/core/tensor_view.h"
 #include "engine/model/model_config.h"
+#include "engine/model/weight_matrix.h"
 
 namespace lathe {
 class ThreadPool;
@@ -30,6 +31,10 @@ const char* cpu_isa_name(CpuIsa isa);  // "scalar", "avx2"
 // Whether linear() and embedding() accept weights of this type (f32, f16, bf16, every GGUF block
 // type).
 bool is_supported_weight_type(DType type);
+// Whether linear() runs this matrix: dense and GGUF matrices of a supported type, and every
+// quantized format weight_dequant.h decodes (validated matrices: int GPTQ / AWQ /
+// compressed-tensors / int8 rows, fp8 per tensor / channel / block).
+bool is_supported_matrix(const WeightMatrix& w);
 
 // out[i, :] = table[ids[i], :] dequantized. table: [vocab, dim] of any supported dtype.
 void embedding(const TensorView& table, const int32_t* ids, int64_t num_tokens, float* out);
@@ -49,13 +54,20 @@ void add_rms_norm(float* residual, const float* x, const float* weight, int64_t 
 // and sums, no fused multiply-add), then y[m, n] = dot(x[m, :], w[n, :]) + bias[n] with the
 // canonical eight-lane fused-multiply-add order of cpu_simd.h. Independent of M and of the thread
 // count. x and y must not alias.
+// Quantized formats (int, fp8; weight_matrix.h) run the same way: each tile of W is dequantized
+// into float32 rows exactly as weight_dequant.h's reference decoder defines them (w = s * (q - z),
+// w = e4m3 * s: one float32 product per weight), then the same canonical dot products. Activations
+// stay float32: static input scales and dynamic activation quantization (W8A8 on the GPU) are not
+// applied, so the result is the product with the dequantized weights.
 void linear(const float* x, int64_t m, const TensorView& w, const float* bias, float* y,
+            ThreadPool& pool);
+void linear(const float* x, int64_t m, const WeightMatrix& w, const float* bias, float* y,
             ThreadPool& pool);
 
 // Several linears that read the same x [M, K] (q/k/v, gate/up) in one parallel dispatch (up to
 // kMaxLinearGroup at a time); each item's result equals linear(x, m, *w, bias, y).
 struct LinearGroupItem {
-  const TensorView* w = nullptr;
+  const WeightMatrix* w = nullptr;
   const float* bias = nullptr;  // [N] or null
   float* y = nullptr;           // [M, N]
 };
