@@ -103,6 +103,20 @@ class HfQuantWriter final : public QuantOutputWriter {
     return Status();
   }
 
+  Status write_quantized(const std::string& name, const IntQuantizedMatrix& q) override {
+    if (scheme_.kind != QuantKind::kInt || !is_quantized_linear(name))
+      return internal_error("write_quantized: " + name + " is not an integer-quantized linear");
+    const std::vector<int64_t> shape = source_.shape(name);
+    if (q.rows != shape[0] || q.cols != shape[1])
+      return internal_error("write_quantized: " + name + " has the wrong shape");
+    ++num_quantized_;
+    LATHE_ASSIGN_OR_RETURN(std::vector<PackedTensor> packed,
+                           pack_int(prefix_of(hf_name_from_canonical(name)), q));
+    for (const PackedTensor& p : packed)
+      LATHE_RETURN_IF_ERROR(writer_->write(p.spec.name, p.data.data(), p.data.size()));
+    return Status();
+  }
+
   Result<std::vector<std::string>> finish() override {
     LATHE_RETURN_IF_ERROR(writer_->finish());
     const int shards = writer_->num_shards();
@@ -152,6 +166,11 @@ class HfQuantWriter final : public QuantOutputWriter {
       return pack_ct_fp8_linear(prefix, quantize_fp8(w.data(), n, k, scheme_.fp8));
     LATHE_ASSIGN_OR_RETURN(IntQuantizedMatrix q,
                            quantize_int_rtn(w.data(), n, k, scheme_.int_config));
+    return pack_int(prefix, q);
+  }
+
+  Result<std::vector<PackedTensor>> pack_int(const std::string& prefix,
+                                             const IntQuantizedMatrix& q) const {
     switch (scheme_.format) {
       case QuantOutputFormat::kGptq:
         return pack_gptq_linear(prefix, q);
@@ -167,7 +186,8 @@ class HfQuantWriter final : public QuantOutputWriter {
     if (scheme_.kind == QuantKind::kFp8) return ct_fp8_quantization_config_json(scheme_.fp8);
     switch (scheme_.format) {
       case QuantOutputFormat::kGptq:
-        return gptq_quantize_config_json({c.bits, c.group_size, c.symmetric, false, 0.1, "rtn"});
+        return gptq_quantize_config_json({c.bits, c.group_size, c.symmetric, scheme_.desc_act,
+                                          scheme_.damp_percent, scheme_.name});
       case QuantOutputFormat::kAwq:
         return awq_quantization_config_json(c.group_size, true);
       default:
