@@ -46,13 +46,13 @@ class HfQuantWriter final : public QuantOutputWriter {
       : source_(source), scheme_(scheme), max_shard_bytes_(max_shard_bytes) {}
 
   Status plan() {
-    dtype16_ = hf_output_dtype(source_);
+    dtype16_ = scheme_.kind == QuantKind::kDense ? scheme_.dense_dtype : hf_output_dtype(source_);
     dtype16_name_ = dtype16_ == DType::kF16 ? "F16" : "BF16";
     const ModelConfig& c = source_.config();
     for (const ExpectedTensor& t : expected_tensors(c)) {
       order_.push_back(t.name);
       const std::string hf = hf_name_from_canonical(t.name);
-      if (!is_quantized_linear(t.name)) {
+      if (!is_quantized(t.name)) {
         specs_.push_back({hf, dtype16_name_, t.shape});
         continue;
       }
@@ -65,7 +65,9 @@ class HfQuantWriter final : public QuantOutputWriter {
 
   bool output_is_folder() const override { return true; }
   const std::vector<std::string>& order() const override { return order_; }
-  bool is_quantized(const std::string& name) const override { return is_quantized_linear(name); }
+  bool is_quantized(const std::string& name) const override {
+    return scheme_.kind != QuantKind::kDense && is_quantized_linear(name);
+  }
 
   int64_t expected_bytes() const override {
     int64_t side = 1 << 20;  // configs
@@ -92,7 +94,7 @@ class HfQuantWriter final : public QuantOutputWriter {
   Status write_tensor(const std::string& name, std::vector<float> data) override {
     const std::string hf = hf_name_from_canonical(name);
     const std::vector<int64_t> shape = source_.shape(name);
-    if (!is_quantized_linear(name)) {
+    if (!is_quantized(name)) {
       const std::vector<uint8_t> bytes = float_bytes(data, dtype16_name_);
       return writer_->write(hf, bytes.data(), bytes.size());
     }
@@ -213,7 +215,11 @@ class HfQuantWriter final : public QuantOutputWriter {
       config["torch_dtype"] = torch_dtype;
       if (config.contains("dtype")) config["dtype"] = torch_dtype;
     }
-    config["quantization_config"] = ojson::parse(quantization_config_json());
+    if (scheme_.kind != QuantKind::kDense) {
+      config["quantization_config"] = ojson::parse(quantization_config_json());
+    } else {
+      config.erase("quantization_config");
+    }
     LATHE_RETURN_IF_ERROR(write_small_file(folder_ + "/config.json", config.dump(2) + "\n"));
     if (scheme_.kind == QuantKind::kInt && scheme_.format == QuantOutputFormat::kGptq)
       LATHE_RETURN_IF_ERROR(

@@ -21,13 +21,16 @@ const char* quant_output_format_name(QuantOutputFormat f) {
 }
 
 std::string supported_quant_schemes() {
-  return "rtn, gptq, awq, fp8-dynamic, fp8-block, int8-w8a16, q8_0, q6_k, q5_k_m, q4_k_m, q4_0";
+  return "rtn, gptq, awq, fp8-dynamic, fp8-block, int8-w8a16, q8_0, q6_k, q5_k_m, q4_k_m, q4_0, f16, bf16";
 }
 
 std::string QuantScheme::description() const {
   switch (kind) {
     case QuantKind::kGguf:
       return std::string("GGUF ") + gguf_file_type_name(gguf) + " (llama.cpp's tensor type mix)";
+    case QuantKind::kDense:
+      return std::string("no quantization: every tensor in ") +
+             (dense_dtype == DType::kF16 ? "f16" : "bf16") + " (Hugging Face folder)";
     case QuantKind::kFp8:
       return std::string("FP8 E4M3 weights, ") + fp8_scale_kind_name(fp8) +
              " scales, dynamic activations; compressed-tensors (float-quantized)";
@@ -72,6 +75,12 @@ Result<QuantScheme> resolve_quant_scheme(const QuantSchemeRequest& r, DType scal
     s.kind = QuantKind::kGguf;
     s.gguf = *g;
     s.format = QuantOutputFormat::kGguf;
+    LATHE_RETURN_IF_ERROR(no_int_flags());
+    return s;
+  }
+  if (s.name == "f16" || s.name == "bf16") {
+    s.kind = QuantKind::kDense;
+    s.dense_dtype = s.name == "f16" ? DType::kF16 : DType::kBF16;
     LATHE_RETURN_IF_ERROR(no_int_flags());
     return s;
   }

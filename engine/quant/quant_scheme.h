@@ -13,6 +13,8 @@
 //   fp8-block    FP8 weights with 128x128 block scales (FP8_BLOCK)
 //   int8-w8a16   int8 weights, per-channel symmetric (compressed-tensors pack-quantized W8A16)
 //   q8_0, q6_k, q5_k_m, q4_k_m, q4_0   a GGUF file with llama.cpp's per-tensor type mix
+//   f16, bf16    no quantization: every tensor in 16 bits, a plain Hugging Face folder (a GGUF
+//                source dequantized, e.g. the reference `lathe eval` compares quantizations with)
 #pragma once
 
 #include <cstdint>
@@ -28,7 +30,7 @@ namespace lathe {
 enum class QuantOutputFormat { kGguf, kGptq, kAwq, kCompressedTensors };
 const char* quant_output_format_name(QuantOutputFormat f);  // "gguf", "gptq", "awq", ...
 
-enum class QuantKind { kInt, kFp8, kGguf };
+enum class QuantKind { kInt, kFp8, kGguf, kDense };
 // How integer codes are chosen: rtn needs nothing, gptq and awq calibration data.
 enum class QuantMethod { kRtn, kGptq, kAwq };
 
@@ -50,6 +52,7 @@ struct QuantScheme {
   IntQuantConfig int_config;                  // kInt (scale_dtype and min_zero set per format)
   Fp8ScaleKind fp8 = Fp8ScaleKind::kChannel;  // kFp8
   GgufFileType gguf = GgufFileType::kQ8_0;    // kGguf
+  DType dense_dtype = DType::kF16;            // kDense: f16 or bf16
   QuantMethod method = QuantMethod::kRtn;     // kInt
   bool desc_act = false;                      // kGptq
   double damp_percent = 0.1;                  // kGptq
@@ -60,7 +63,7 @@ struct QuantScheme {
   std::string description() const;
 };
 
-// "rtn, gptq, awq, fp8-dynamic, fp8-block, int8-w8a16, q8_0, q6_k, q5_k_m, q4_k_m, q4_0"
+// "rtn, gptq, awq, fp8-dynamic, fp8-block, int8-w8a16, q8_0, q6_k, q5_k_m, q4_k_m, q4_0, f16, bf16"
 std::string supported_quant_schemes();
 
 // Parses and checks the request: an unknown scheme, flags the scheme does not take (--bits for
