@@ -18,9 +18,10 @@ constexpr int32_t kBlockSize = 16;
 // Characters of the text the reference's tokenizer must tokenize exactly as the model's.
 constexpr size_t kTokenizerCheckChars = 8192;
 
-// A model and its runner, with a KV cache of one window.
+// A model and its runner, with a KV cache of one window. The model sits behind a pointer: the
+// runner may keep references into it.
 struct EvalModel {
-  LoadedModel model;
+  std::unique_ptr<LoadedModel> model;
   std::unique_ptr<ModelRunner> runner;
 };
 
@@ -29,7 +30,7 @@ Result<EvalModel> open_model(const std::string& path, const EvalConfig& c, Devic
   EvalModel m;
   Result<LoadedModel> loaded = load_model(path);
   if (!loaded.is_ok()) return loaded.status().with_context(role);
-  m.model = std::move(loaded).value();
+  m.model = std::make_unique<LoadedModel>(std::move(loaded).value());
   EngineConfig ec;
   ec.model_path = path;
   ec.device = c.device;
@@ -38,7 +39,7 @@ Result<EvalModel> open_model(const std::string& path, const EvalConfig& c, Devic
   ec.scheduler.max_num_seqs = c.logit_rows;  // CUDA sizes its logits rows from both
   ec.scheduler.max_model_len = c.context;
   ec.cache.block_size = kBlockSize;
-  LATHE_ASSIGN_OR_RETURN(m.runner, create_model_runner(m.model, ec, device));
+  LATHE_ASSIGN_OR_RETURN(m.runner, create_model_runner(*m.model, ec, device));
   const int32_t blocks = (c.context + kBlockSize - 1) / kBlockSize;
   LATHE_RETURN_IF_ERROR(m.runner->allocate_kv_cache(blocks, kBlockSize));
   return m;
@@ -75,13 +76,13 @@ Status check_same_tokenizer(const EvalModel& model, const EvalModel& ref, const 
         "the model has a vocabulary of %lld tokens and the reference %lld: KL divergence needs "
         "the same vocabulary; pass a reference of the same model family",
         static_cast<long long>(v), static_cast<long long>(rv)));
-  if (model.model.tokenizer == nullptr || ref.model.tokenizer == nullptr) return Status();
+  if (model.model->tokenizer == nullptr || ref.model->tokenizer == nullptr) return Status();
   std::string head = text.substr(0, std::min(text.size(), kTokenizerCheckChars));
   head.resize(valid_utf8_prefix(head));
   EncodeOptions o;
   o.add_special_tokens = false;
-  const std::vector<TokenId> a = model.model.tokenizer->encode(head, o);
-  const std::vector<TokenId> b = ref.model.tokenizer->encode(head, o);
+  const std::vector<TokenId> a = model.model->tokenizer->encode(head, o);
+  const std::vector<TokenId> b = ref.model->tokenizer->encode(head, o);
   if (a != b)
     return invalid_argument(
         "the model's and the reference's tokenizers split the text differently; the figures "
@@ -116,7 +117,7 @@ Result<EvalReport> evaluate(const EvalConfig& config, const EvalProgressFn& prog
 
   LATHE_ASSIGN_OR_RETURN(DeviceSelection device, select_device(c.device));
   LATHE_ASSIGN_OR_RETURN(EvalModel model, open_model(c.model, c, device.device, "model"));
-  if (model.model.tokenizer == nullptr)
+  if (model.model->tokenizer == nullptr)
     return invalid_argument(c.model + " has no tokenizer; evaluation needs one to read the text");
   const bool with_ref = !c.reference.empty();
   EvalModel ref;
@@ -126,7 +127,7 @@ Result<EvalReport> evaluate(const EvalConfig& config, const EvalProgressFn& prog
   }
   report.device = model.runner->memory_info().device_name;
 
-  const Tokenizer& tok = *model.model.tokenizer;
+  const Tokenizer& tok = *model.model->tokenizer;
   EncodeOptions enc;
   enc.add_special_tokens = false;
   enc.parse_special = false;  // the text is data: "<|im_start|>" in it is text

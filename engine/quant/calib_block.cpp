@@ -57,7 +57,9 @@ Result<BlockTensors> read_block_tensors(const QuantSource& s, int64_t layer) {
 
 Result<std::vector<float>> calib_embeddings(const QuantSource& source,
                                             const std::vector<std::vector<TokenId>>& samples) {
-  LATHE_ASSIGN_OR_RETURN(TensorView table, source.model().weights.get("token_embd"));
+  const TensorView* found = source.model().weights.find("token_embd");
+  if (found == nullptr) return not_found("the source has no token_embd tensor");
+  const TensorView table = *found;
   const int64_t vocab = table.dim(0), hidden = table.dim(1);
   std::vector<TokenId> ids;
   for (const auto& s : samples) ids.insert(ids.end(), s.begin(), s.end());

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "engine/core/read_file.h"
 #include "engine/model/model_loader.h"
 #include "engine/quant/calib_block.h"
 #include "engine/quant/calibration.h"
@@ -313,6 +314,29 @@ class CalibratedQuantizeTest : public QObject {
     // The configs say how the folders were made.
     QVERIFY(fs::exists(dir_.filePath("gptq_act/quantize_config.json").toStdString()));
     QVERIFY(fs::exists(dir_.filePath("awq/quant_config.json").toStdString()));
+  }
+
+  void f16_dequantizes_a_gguf() {
+    // The reference of the quality table is made this way: a GGUF to a plain 16-bit folder.
+    const std::string gguf = test::fixture_path("model/tiny_llama.gguf");
+    const std::string out = dir_.filePath("tiny_f16").toStdString();
+    QuantizeRequest r;
+    r.model = gguf;
+    r.output = out;
+    r.scheme.scheme = "f16";
+    auto job = QuantizeJob::prepare(r);
+    LATHE_QVERIFY_RESULT(job);
+    LATHE_QVERIFY_RESULT((*job)->run(nullptr, nullptr));
+    auto cfg = read_file(out + "/config.json");
+    LATHE_QVERIFY_RESULT(cfg);
+    QVERIFY(cfg.value().find("quantization_config") == std::string::npos);
+    const std::vector<int32_t> tokens = {1, 20, 30, 40, 50, 60, 70, 80, 90, 100};
+    auto a = test::prefix_logits(gguf, tokens, {4, 10});
+    auto b = test::prefix_logits(out, tokens, {4, 10});
+    LATHE_QVERIFY_RESULT(a);
+    LATHE_QVERIFY_RESULT(b);
+    const double err = test::relative_logit_error(b.value(), a.value());
+    QVERIFY2(err < 2e-3, qPrintable(QString::number(err)));
   }
 
   void bad_input_fails_before_work() {
