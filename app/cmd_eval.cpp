@@ -54,8 +54,8 @@ std::string report_json(const EvalReport& r) {
   if (r.has_reference) {
     j["reference_perplexity"] = r.reference_perplexity;
     j["ppl_ratio"] = r.ppl_ratio;
-    j["kld"] = {{"mean", r.kld.mean}, {"median", r.kld.median}, {"p99", r.kld.p99},
-                {"max", r.kld.max}};
+    j["kld"] = {
+        {"mean", r.kld.mean}, {"median", r.kld.median}, {"p99", r.kld.p99}, {"max", r.kld.max}};
     j["top1_agreement"] = r.top1_agreement;
     j["mean_delta_p"] = r.mean_delta_p;
   }

@@ -2,8 +2,8 @@
 // [--format F] [--desc-act] [--damp-percent P] [--calibration FILE] [--num-samples N]
 // [--seq-len L] [--force] [--shard-size SIZE]`: quantization of a Hugging Face folder or a GGUF
 // file, calibrated for gptq and awq (engine/quant/quantize_model.h does the work; this file parses
-// flags and prints progress). Per-layer progress with an ETA goes to stderr; Ctrl-C stops cleanly and leaves
-// nothing under OUT. Errors: one line, exit code 1; interrupted: exit code 130.
+// flags and prints progress). Per-layer progress with an ETA goes to stderr; Ctrl-C stops cleanly
+// and leaves nothing under OUT. Errors: one line, exit code 1; interrupted: exit code 130.
 #include <CLI/CLI.hpp>
 
 #include <atomic>
@@ -137,9 +137,10 @@ void register_quantize(CLI::App& app, int* exit_code) {
   cmd->add_option("-o,--output", f->output,
                   "where to write: a folder for HF formats, a .gguf file for GGUF types")
       ->required();
-  cmd->add_option("-s,--scheme", f->scheme,
-                  "gptq | awq | rtn | fp8-dynamic | fp8-block | int8-w8a16 | q8_0 | q6_k | q5_k_m | "
-                  "q4_k_m | q4_0")
+  cmd->add_option(
+         "-s,--scheme", f->scheme,
+         "gptq | awq | rtn | fp8-dynamic | fp8-block | int8-w8a16 | q8_0 | q6_k | q5_k_m | "
+         "q4_k_m | q4_0")
       ->required();
   cmd->add_option("--bits", f->bits, "rtn, gptq: 4 or 8 bits per weight (default 4)");
   cmd->add_option("--group-size", f->group_size,

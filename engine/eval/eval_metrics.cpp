@@ -10,7 +10,9 @@ struct LogSoftmax {
   double max = 0.0;
   double log_sum = 0.0;  // log sum exp(l - max)
   int64_t argmax = 0;
-  double log_p(const float* l, int64_t v) const { return static_cast<double>(l[v]) - max - log_sum; }
+  double log_p(const float* l, int64_t v) const {
+    return static_cast<double>(l[v]) - max - log_sum;
+  }
 };
 
 LogSoftmax log_softmax(const float* l, int64_t vocab) {

@@ -15,11 +15,11 @@ namespace lathe {
 
 // One scored position. logits rows are [vocab] float32.
 struct PositionScore {
-  double nll = 0.0;            // -log p_model(target)
-  double ref_nll = 0.0;        // -log p_ref(target) (with a reference)
-  double kld = 0.0;            // KL(ref || model) (with a reference)
-  bool same_top = false;       // argmax model == argmax ref (with a reference)
-  double delta_p = 0.0;        // p_model(target) - p_ref(target) (with a reference)
+  double nll = 0.0;       // -log p_model(target)
+  double ref_nll = 0.0;   // -log p_ref(target) (with a reference)
+  double kld = 0.0;       // KL(ref || model) (with a reference)
+  bool same_top = false;  // argmax model == argmax ref (with a reference)
+  double delta_p = 0.0;   // p_model(target) - p_ref(target) (with a reference)
 };
 
 // The score of `target` under `logits` alone (nll only).

@@ -13,13 +13,15 @@ Status check_text(std::string_view text, const std::string& origin, std::string_
     return invalid_argument(flag + " " + origin + " is empty; pass a file with text in it");
   const size_t nul = text.find('\0');
   if (nul != std::string_view::npos)
-    return invalid_argument(strformat("%s %s is not text: a NUL byte at offset %zu; pass a plain "
-                                      "UTF-8 text file",
-                                      flag.c_str(), origin.c_str(), nul));
+    return invalid_argument(
+        strformat("%s %s is not text: a NUL byte at offset %zu; pass a plain "
+                  "UTF-8 text file",
+                  flag.c_str(), origin.c_str(), nul));
   if (!is_valid_utf8(text))
-    return invalid_argument(strformat("%s %s is not text: invalid UTF-8 at byte %zu; pass a plain "
-                                      "UTF-8 text file",
-                                      flag.c_str(), origin.c_str(), valid_utf8_prefix(text)));
+    return invalid_argument(
+        strformat("%s %s is not text: invalid UTF-8 at byte %zu; pass a plain "
+                  "UTF-8 text file",
+                  flag.c_str(), origin.c_str(), valid_utf8_prefix(text)));
   return Status();
 }
 

@@ -14,7 +14,7 @@
 namespace lathe {
 
 struct EvalWindow {
-  int64_t begin = 0;       // first token of the window in the text
+  int64_t begin = 0;         // first token of the window in the text
   int32_t first_target = 1;  // first scored target, as an offset in the window (>= 1)
 };
 

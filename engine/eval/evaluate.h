@@ -27,12 +27,12 @@
 namespace lathe {
 
 struct EvalConfig {
-  std::string model;      // GGUF file or HF folder (any format Lathe loads)
-  std::string reference;  // empty: perplexity only
-  std::string text_file;  // UTF-8 text; ignored when `text` is set
-  std::string text;       // the text itself (front-ends that hold it in memory)
-  int32_t context = 512;  // tokens per window (--ctx)
-  int32_t stride = 0;     // tokens between window starts; 0 = context / 2
+  std::string model;         // GGUF file or HF folder (any format Lathe loads)
+  std::string reference;     // empty: perplexity only
+  std::string text_file;     // UTF-8 text; ignored when `text` is set
+  std::string text;          // the text itself (front-ends that hold it in memory)
+  int32_t context = 512;     // tokens per window (--ctx)
+  int32_t stride = 0;        // tokens between window starts; 0 = context / 2
   int32_t max_windows = 0;   // 0 = every full window of the text
   int32_t logit_rows = 128;  // positions per forward step, bounds the logits held at once
   DeviceConfig device;       // kAuto picks CUDA when usable; num_threads for the CPU

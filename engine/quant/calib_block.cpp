@@ -77,8 +77,7 @@ CalibBlock::CalibBlock(const ModelConfig& config, const CalibLayout& layout)
     : c_(config), layout_(layout), inv_freq_(cpu::rope_inv_freq(config)) {}
 
 void CalibBlock::norm(const float* x, const std::vector<float>& weight, float* out) const {
-  cpu::rms_norm(x, weight.data(), rows(), c_.hidden_size, static_cast<float>(c_.rms_norm_eps),
-                out);
+  cpu::rms_norm(x, weight.data(), rows(), c_.hidden_size, static_cast<float>(c_.rms_norm_eps), out);
 }
 
 void CalibBlock::linear(const float* x, int64_t rows_x, const CalibLinear& l, float* y) const {

@@ -66,7 +66,8 @@ class CalibBlock {
   // kv_size]); q and k are normalized (QK norm) and rotated in place.
   void attention(const BlockTensors& t, std::vector<float>& q, std::vector<float>& k,
                  const std::vector<float>& v, float* out) const;
-  // m [rows, intermediate] = silu(h2 Wgate) * (h2 Wup), in chunks of rows (no full gate/up buffers).
+  // m [rows, intermediate] = silu(h2 Wgate) * (h2 Wup), in chunks of rows (no full gate/up
+  // buffers).
   void mlp_act(const float* h2, const CalibLinear& gate, const CalibLinear& up, float* m) const;
   // x += y over [rows, hidden].
   static void add(float* x, const std::vector<float>& y);

@@ -70,9 +70,9 @@ Result<CalibratedQuantizer> CalibratedQuantizer::create(const QuantSource& sourc
 Result<CalibratedBlock> CalibratedQuantizer::quantize_block(int64_t layer,
                                                             const std::atomic<bool>* cancel) {
   if (layer != next_layer_)
-    return internal_error(strformat("blocks must be quantized in order: asked for %lld, next is %lld",
-                                    static_cast<long long>(layer),
-                                    static_cast<long long>(next_layer_)));
+    return internal_error(
+        strformat("blocks must be quantized in order: asked for %lld, next is %lld",
+                  static_cast<long long>(layer), static_cast<long long>(next_layer_)));
   LATHE_ASSIGN_OR_RETURN(BlockTensors t, read_block_tensors(*source_, layer));
   CalibratedBlock out;
   const std::string prefix = "blk." + std::to_string(layer) + ".";
@@ -235,8 +235,8 @@ Status CalibratedQuantizer::awq_block(BlockTensors& t, const std::string& prefix
   out->replaced[prefix + "attn_norm"] = t.attn_norm;
   if (t.v.n == t.o.k) {  // v's outputs are o's inputs (no grouped-query sharing)
     LATHE_ASSIGN_OR_RETURN(std::vector<float> s_o, search(a, {&t.o}, "attn_output"));
-    awq_fold_into_linear(t.v.w.data(), t.v.bias.empty() ? nullptr : t.v.bias.data(), t.v.n,
-                         t.v.k, s_o.data());
+    awq_fold_into_linear(t.v.w.data(), t.v.bias.empty() ? nullptr : t.v.bias.data(), t.v.n, t.v.k,
+                         s_o.data());
     divide_columns(a, t.o.k, s_o);
     if (!t.v.bias.empty()) out->replaced[prefix + "attn_v_bias"] = t.v.bias;
   }
@@ -257,8 +257,8 @@ Status CalibratedQuantizer::awq_block(BlockTensors& t, const std::string& prefix
     const std::vector<float>* x;
     bool clip;
   };
-  const Item items[] = {{&t.q, "attn_q", &h1, false},    {&t.k, "attn_k", &h1, false},
-                        {&t.v, "attn_v", &h1, true},     {&t.o, "attn_output", &a, true},
+  const Item items[] = {{&t.q, "attn_q", &h1, false},     {&t.k, "attn_k", &h1, false},
+                        {&t.v, "attn_v", &h1, true},      {&t.o, "attn_output", &a, true},
                         {&t.gate, "ffn_gate", &h2, true}, {&t.up, "ffn_up", &h2, true},
                         {&t.down, "ffn_down", &m, true}};
   for (const Item& it : items) {

@@ -127,8 +127,9 @@ Status for_each_sharegpt(const std::string& text, const std::string& origin, con
     json j = json::parse(text.begin() + static_cast<std::ptrdiff_t>(pos),
                          text.begin() + static_cast<std::ptrdiff_t>(end), nullptr, false);
     if (j.is_discarded())
-      return invalid_argument(strformat("--calibration %s: object %lld (byte %zu) is not valid JSON",
-                                        origin.c_str(), static_cast<long long>(index), pos));
+      return invalid_argument(
+          strformat("--calibration %s: object %lld (byte %zu) is not valid JSON", origin.c_str(),
+                    static_cast<long long>(index), pos));
     LATHE_ASSIGN_OR_RETURN(bool more, fn(j, "object " + std::to_string(index)));
     if (!more) break;
     pos = end;
@@ -147,8 +148,8 @@ EncodeOptions data_encoding() {
 // has at least kMinCalibrationTokens), at most num_samples.
 void cut_stream(const std::vector<TokenId>& stream, const CalibrationConfig& c,
                 CalibrationSet* set) {
-  for (size_t begin = 0; begin < stream.size() &&
-                         static_cast<int32_t>(set->samples.size()) < c.num_samples;
+  for (size_t begin = 0;
+       begin < stream.size() && static_cast<int32_t>(set->samples.size()) < c.num_samples;
        begin += static_cast<size_t>(c.seq_len)) {
     const size_t end = std::min(stream.size(), begin + static_cast<size_t>(c.seq_len));
     if (end - begin < static_cast<size_t>(kMinCalibrationTokens) && !set->samples.empty()) break;
@@ -315,9 +316,9 @@ Result<CalibrationSet> load_calibration(const CalibrationConfig& c, const Tokeni
         static_cast<long long>(kMinCalibrationTokens)));
   if (static_cast<int32_t>(set.samples.size()) < c.num_samples ||
       static_cast<int64_t>(set.samples.front().size()) < c.seq_len)
-    set.note = strformat("%s gives %zu samples, %lld tokens (asked for %d x %d)",
-                         set.origin.c_str(), set.samples.size(), static_cast<long long>(tokens),
-                         c.num_samples, c.seq_len);
+    set.note =
+        strformat("%s gives %zu samples, %lld tokens (asked for %d x %d)", set.origin.c_str(),
+                  set.samples.size(), static_cast<long long>(tokens), c.num_samples, c.seq_len);
   return set;
 }
 

@@ -34,7 +34,7 @@ namespace lathe {
 constexpr int64_t kMinCalibrationTokens = 16;
 
 struct CalibrationConfig {
-  std::string file;          // empty: the built-in default set (default_calibration_path())
+  std::string file;           // empty: the built-in default set (default_calibration_path())
   int32_t num_samples = 128;  // sequences (the anchors' 128 x 512)
   int32_t seq_len = 512;      // tokens per sequence
 };
@@ -44,7 +44,7 @@ const char* calibration_format_name(CalibrationFormat f);  // "text", "jsonl", "
 
 struct CalibrationSet {
   std::vector<std::vector<TokenId>> samples;  // each at most seq_len tokens, at least 2
-  std::string origin;                          // the file read
+  std::string origin;                         // the file read
   CalibrationFormat format = CalibrationFormat::kText;
   int64_t conversations = 0;  // conversations rendered (JSONL / ShareGPT)
   std::string note;           // set when fewer samples than asked were available

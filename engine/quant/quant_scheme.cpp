@@ -21,7 +21,8 @@ const char* quant_output_format_name(QuantOutputFormat f) {
 }
 
 std::string supported_quant_schemes() {
-  return "rtn, gptq, awq, fp8-dynamic, fp8-block, int8-w8a16, q8_0, q6_k, q5_k_m, q4_k_m, q4_0, f16, bf16";
+  return "rtn, gptq, awq, fp8-dynamic, fp8-block, int8-w8a16, q8_0, q6_k, q5_k_m, q4_k_m, q4_0, "
+         "f16, bf16";
 }
 
 std::string QuantScheme::description() const {
@@ -132,12 +133,13 @@ Result<QuantScheme> resolve_quant_scheme(const QuantSchemeRequest& r, DType scal
         "per output channel, got %lld",
         static_cast<long long>(c.group_size)));
   const std::string fmt = !r.format.empty() ? r.format
-                          : gptq           ? "gptq"
-                          : awq            ? "awq"
-                                           : "compressed-tensors";
+                          : gptq            ? "gptq"
+                          : awq             ? "awq"
+                                            : "compressed-tensors";
   if (s.desc_act && fmt != "gptq")
-    return invalid_argument("--desc-act (act-order) is written in the GPTQ layout only; use "
-                            "--format gptq (the default of --scheme gptq)");
+    return invalid_argument(
+        "--desc-act (act-order) is written in the GPTQ layout only; use "
+        "--format gptq (the default of --scheme gptq)");
   if (fmt == "compressed-tensors") {
     s.format = QuantOutputFormat::kCompressedTensors;
     c.scale_dtype = scale_dtype_16;

@@ -36,11 +36,11 @@ enum class QuantMethod { kRtn, kGptq, kAwq };
 
 // What the user asked for (CLI flags). Unset optional values are -1 / empty.
 struct QuantSchemeRequest {
-  std::string scheme;      // rtn | fp8-dynamic | fp8-block | int8-w8a16 | q8_0 | q6_k | ...
-  int bits = -1;           // rtn: 4 (default) or 8
-  int64_t group_size = 0;  // rtn: 0 = default (128); -1 = per channel
-  int symmetric = -1;      // -1 default (symmetric), 0 asym, 1 sym
-  std::string format;      // rtn: gptq | awq | compressed-tensors (default)
+  std::string scheme;          // rtn | fp8-dynamic | fp8-block | int8-w8a16 | q8_0 | q6_k | ...
+  int bits = -1;               // rtn: 4 (default) or 8
+  int64_t group_size = 0;      // rtn: 0 = default (128); -1 = per channel
+  int symmetric = -1;          // -1 default (symmetric), 0 asym, 1 sym
+  std::string format;          // rtn: gptq | awq | compressed-tensors (default)
   bool desc_act = false;       // gptq: act-order (columns by descending Hessian diagonal)
   double damp_percent = -1.0;  // gptq: -1 = default (0.1 of the mean Hessian diagonal)
 };

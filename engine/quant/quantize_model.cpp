@@ -64,9 +64,9 @@ Result<std::unique_ptr<QuantizeJob>> QuantizeJob::prepare(const QuantizeRequest&
     if (with_tokenizer.tokenizer == nullptr)
       return invalid_argument(r.model + " has no tokenizer; --scheme " + job->scheme_.name +
                               " needs one to read the calibration text");
-    LATHE_ASSIGN_OR_RETURN(job->calibration_,
-                           load_calibration(r.calibration, *with_tokenizer.tokenizer,
-                                            with_tokenizer.chat_template));
+    LATHE_ASSIGN_OR_RETURN(
+        job->calibration_,
+        load_calibration(r.calibration, *with_tokenizer.tokenizer, with_tokenizer.chat_template));
   }
   LATHE_RETURN_IF_ERROR(check_free_space(r.output, job->writer_->expected_bytes()));
   return job;
@@ -95,10 +95,10 @@ Result<QuantizeResult> QuantizeJob::run(const QuantizeProgressFn& progress,
     LATHE_ASSIGN_OR_RETURN(CalibratedQuantizer cq,
                            CalibratedQuantizer::create(source_, scheme_, calibration_));
     calibrated.emplace(std::move(cq));
-    result.notes.push_back(strformat(
-        "calibrated on %zu samples, %lld tokens (%s, %s)", calibration_.samples.size(),
-        static_cast<long long>(calibration_.num_tokens()), calibration_.origin.c_str(),
-        calibration_format_name(calibration_.format)));
+    result.notes.push_back(
+        strformat("calibrated on %zu samples, %lld tokens (%s, %s)", calibration_.samples.size(),
+                  static_cast<long long>(calibration_.num_tokens()), calibration_.origin.c_str(),
+                  calibration_format_name(calibration_.format)));
     if (!calibration_.note.empty()) result.notes.push_back(calibration_.note);
   }
   QuantizeProgress p;

@@ -126,7 +126,8 @@ class EvalTest : public QObject {
     c.stride = 16;
     c.logit_rows = 7;  // windows in several steps, scored rows split across them
     int calls = 0;
-    auto r = evaluate(c, [&](const EvalProgress&) { ++calls; }, nullptr);
+    auto r = evaluate(
+        c, [&](const EvalProgress&) { ++calls; }, nullptr);
     LATHE_QVERIFY_RESULT(r);
     const EvalReport& e = r.value();
     QVERIFY(e.windows >= 2);
@@ -184,9 +185,9 @@ class EvalTest : public QObject {
       QVERIFY(r.value().kld.mean > 0.0);
       QVERIFY(r.value().top1_agreement < 1.0);
     } else {
-      QVERIFY2(r.status().message().find("tokenizers split the text differently") !=
-                   std::string::npos,
-               r.status().message().c_str());
+      QVERIFY2(
+          r.status().message().find("tokenizers split the text differently") != std::string::npos,
+          r.status().message().c_str());
     }
   }
 

@@ -62,8 +62,8 @@ class CalibratedQuantizeTest : public QObject {
   std::string chat_template_;
 
   Result<QuantizeResult> quantize(const std::string& out, const std::string& scheme,
-                                  QuantSchemeRequest extra, const std::atomic<bool>* cancel =
-                                                                nullptr) {
+                                  QuantSchemeRequest extra,
+                                  const std::atomic<bool>* cancel = nullptr) {
     QuantizeRequest r;
     r.model = model_;
     r.output = out;
@@ -171,7 +171,11 @@ class CalibratedQuantizeTest : public QObject {
     const std::vector<Case> cases = {
         {"empty.txt", "", "is empty"},
         {"blank.txt", " \n\t\n", "is empty"},
-        {"binary.bin", std::string("\x7f" "ELF\0\0\x01", 7), "is not text: a NUL byte"},
+        {"binary.bin",
+         std::string("\x7f"
+                     "ELF\0\0\x01",
+                     7),
+         "is not text: a NUL byte"},
         {"latin1.txt", "na\xefve caf\xe9", "invalid UTF-8"},
         {"badline.jsonl", "{\"text\": \"fine\"}\nnot json\n", "line 2 is not a JSON object"},
         {"nofields.jsonl", "{\"prompt\": \"x\"}\n", "line 1 has none of"},
@@ -182,8 +186,8 @@ class CalibratedQuantizeTest : public QObject {
       CalibrationConfig c;
       c.file = write(dir_, k.name, k.contents);
       Status s = load_calibration(c, *tok_, chat_template_).status();
-      QVERIFY2(!s.is_ok() && contains(s, k.needle), qPrintable(QString("%1: %2").arg(
-                                                          k.name, s.message().c_str())));
+      QVERIFY2(!s.is_ok() && contains(s, k.needle),
+               qPrintable(QString("%1: %2").arg(k.name, s.message().c_str())));
     }
     CalibrationConfig c;
     c.file = dir_.filePath("missing.txt").toStdString();
@@ -304,9 +308,10 @@ class CalibratedQuantizeTest : public QObject {
     QuantSchemeRequest awq_r;
     awq_r.group_size = 64;
     const double awq = error_of("awq", "awq", awq_r);
-    qInfo("relative logit error: rtn %.4f, gptq %.4f, gptq act-order %.4f, gptq ct %.4f; rtn asym "
-          "%.4f, awq %.4f",
-          rtn, gptq, gptq_act, gptq_ct, rtn_asym, awq);
+    qInfo(
+        "relative logit error: rtn %.4f, gptq %.4f, gptq act-order %.4f, gptq ct %.4f; rtn asym "
+        "%.4f, awq %.4f",
+        rtn, gptq, gptq_act, gptq_ct, rtn_asym, awq);
     QVERIFY(gptq < 0.9 * rtn);
     QVERIFY(gptq_act < 0.9 * rtn);
     QVERIFY(gptq_ct < 0.9 * rtn);  // compressed-tensors: bf16 scales instead of GPTQ's f16
@@ -354,8 +359,8 @@ class CalibratedQuantizeTest : public QObject {
     QVERIFY(contains(prepare("gptq", plain, write(dir_, "e.txt", "")), "is empty"));
     QVERIFY(contains(prepare("awq", plain, write(dir_, "b.txt", std::string("a\0b", 3))),
                      "is not text"));
-    QVERIFY(contains(prepare("gptq", plain, dir_.filePath("none.txt").toStdString()),
-                     "no such file"));
+    QVERIFY(
+        contains(prepare("gptq", plain, dir_.filePath("none.txt").toStdString()), "no such file"));
     QuantSchemeRequest r = plain;
     r.desc_act = true;
     QVERIFY(contains(prepare("rtn", r, calib_), "--desc-act and --damp-percent are GPTQ's"));

@@ -80,7 +80,8 @@ inline Status write_synthetic_model(const std::string& folder, const SyntheticMo
     if (t.float_only && t.name.find("norm") != std::string::npos) {
       for (float& x : v) x += 1.f;
       if (m.norm_outlier_scale > 0.f && t.name.find("output_norm") == std::string::npos &&
-          t.name.find("_q_norm") == std::string::npos && t.name.find("_k_norm") == std::string::npos)
+          t.name.find("_q_norm") == std::string::npos &&
+          t.name.find("_k_norm") == std::string::npos)
         for (size_t i = 0; i < v.size(); i += 16) v[i] *= m.norm_outlier_scale;
     }
     std::string dt = m.dtype;
