@@ -9,7 +9,7 @@
 #        SEQ_LEN, METHODS)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-LATHE=${LATHE:-build/cpu/bin/lathe}
+LATHE=${LATHE:-build/cpu/app/lathe}
 WORK=${1:-/tmp/lathe-quality}
 WINDOWS=${WINDOWS:-4}
 CTX=${CTX:-512}
