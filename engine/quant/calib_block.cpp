@@ -4,12 +4,14 @@
 #include <cmath>
 
 #include "engine/backend/cpu/cpu_ops.h"
+#include "engine/core/strings.h"
 #include "engine/core/thread_pool.h"
 
 namespace lathe {
 namespace {
 
 constexpr int64_t kMlpChunkRows = 1024;
+constexpr int64_t kHessianChunkRows = 1024;
 
 Result<CalibLinear> read_linear(const QuantSource& s, const std::string& name,
                                 const std::string& bias_name) {
@@ -146,6 +148,31 @@ void CalibBlock::mlp_act(const float* h2, const CalibLinear& gate, const CalibLi
     linear(h2 + r0 * hidden, n, up, u.data());
     cpu::swiglu(g.data(), u.data(), m + r0 * ff, n * ff);
   }
+}
+
+Result<std::vector<double>> CalibBlock::hessian(const float* x, int64_t k) const {
+  const int64_t n = rows();
+  for (int64_t i = 0; i < n * k; ++i)
+    if (!std::isfinite(x[i]))
+      return invalid_argument(strformat(
+          "calibration activations are not finite (row %lld, feature %lld): the source weights "
+          "overflow on this text",
+          static_cast<long long>(i / k), static_cast<long long>(i % k)));
+  std::vector<double> sum(static_cast<size_t>(k * k), 0.0);
+  std::vector<float> xt, y(static_cast<size_t>(k * k));
+  for (int64_t r0 = 0; r0 < n; r0 += kHessianChunkRows) {
+    const int64_t m = std::min(kHessianChunkRows, n - r0);
+    xt.resize(static_cast<size_t>(k * m));
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t j = 0; j < k; ++j) xt[static_cast<size_t>(j * m + r)] = x[(r0 + r) * k + j];
+    // y[a, b] = sum over the chunk's rows of x[., a] x[., b]: x^T times (x^T)^T.
+    const TensorView w = make_view(DType::kF32, {k, m}, xt.data());
+    cpu::linear(xt.data(), k, w, nullptr, y.data(), ThreadPool::global());
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += y[i];
+  }
+  const double f = n > 0 ? 2.0 / static_cast<double>(n) : 0.0;
+  for (double& v : sum) v *= f;
+  return sum;
 }
 
 void CalibBlock::add(float* x, const std::vector<float>& y) {

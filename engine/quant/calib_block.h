@@ -69,6 +69,10 @@ class CalibBlock {
   // m [rows, intermediate] = silu(h2 Wgate) * (h2 Wup), in chunks of rows (no full gate/up
   // buffers).
   void mlp_act(const float* h2, const CalibLinear& gate, const CalibLinear& up, float* m) const;
+  // GPTQ's Hessian H = 2 X^T X / rows of x [rows, k], [k, k] row-major (hessian.h's quantity):
+  // X_c^T X_c over chunks of 1024 rows as float32 products (linear()'s dot products), the chunks
+  // summed in double. kInvalidArgument when x has a non-finite value.
+  Result<std::vector<double>> hessian(const float* x, int64_t k) const;
   // x += y over [rows, hidden].
   static void add(float* x, const std::vector<float>& y);
 

@@ -5,7 +5,6 @@
 #include "engine/core/strings.h"
 #include "engine/quant/awq_search.h"
 #include "engine/quant/gptq.h"
-#include "engine/quant/hessian.h"
 
 namespace lathe {
 namespace {
@@ -117,10 +116,8 @@ Status CalibratedQuantizer::gptq_block(BlockTensors& t, const std::string& prefi
     out->linears.emplace(prefix + name, std::move(g.q));
     return Status();
   };
-  auto hessian_of = [&](const std::vector<float>& x, int64_t k) -> Result<std::vector<double>> {
-    HessianAccumulator acc(k);
-    LATHE_RETURN_IF_ERROR(acc.add_rows(x.data(), rows));
-    return acc.hessian();
+  auto hessian_of = [&](const std::vector<float>& x, int64_t k) {
+    return block_.hessian(x.data(), k);
   };
 
   std::vector<float> h1(static_cast<size_t>(rows * hidden));

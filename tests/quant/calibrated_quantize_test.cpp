@@ -16,6 +16,7 @@
 #include "engine/model/model_loader.h"
 #include "engine/quant/calib_block.h"
 #include "engine/quant/calibration.h"
+#include "engine/quant/hessian.h"
 #include "engine/quant/quantize_model.h"
 #include "quant_model_util.h"
 
@@ -265,6 +266,32 @@ class CalibratedQuantizeTest : public QObject {
       const double err = test::relative_logit_error(got, ref.value());
       QVERIFY2(err < 1e-4, qPrintable(QString("sample %1: %2").arg(i).arg(err)));
     }
+  }
+
+  void block_hessian_equals_the_accumulator() {
+    // CalibBlock::hessian (float32 products by chunk) against hessian.h's double accumulator.
+    const std::vector<std::vector<TokenId>> samples(3, std::vector<TokenId>(700, 1));
+    const CalibLayout layout = make_calib_layout(samples);  // 2100 rows: two full chunks + rest
+    auto src = QuantSource::open(model_);
+    LATHE_QVERIFY_RESULT(src);
+    CalibBlock block(src.value().config(), layout);
+    constexpr int64_t kK = 48;
+    std::vector<float> x = test::random_normal(static_cast<size_t>(layout.rows() * kK), 11);
+    for (int64_t r = 0; r < layout.rows(); ++r) x[static_cast<size_t>(r * kK + 5)] *= 20.f;
+    auto fast = block.hessian(x.data(), kK);
+    LATHE_QVERIFY_RESULT(fast);
+    HessianAccumulator acc(kK);
+    LATHE_QVERIFY_OK(acc.add_rows(x.data(), layout.rows()));
+    const std::vector<double> ref = acc.hessian();
+    double worst = 0.0;
+    for (int64_t a = 0; a < kK; ++a)
+      for (int64_t b = 0; b < kK; ++b) {
+        const double scale = std::sqrt(ref[a * kK + a] * ref[b * kK + b]);
+        worst = std::max(worst, std::fabs(fast.value()[a * kK + b] - ref[a * kK + b]) / scale);
+      }
+    QVERIFY2(worst < 1e-5, qPrintable(QString::number(worst)));
+    x[17] = NAN;
+    QVERIFY(contains(block.hessian(x.data(), kK).status(), "not finite"));
   }
 
   void gptq_and_awq_beat_round_to_nearest() {
