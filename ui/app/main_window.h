@@ -17,6 +17,8 @@ class DashboardPanel;
 class EngineBridge;
 class ModelsPanel;
 class PresetStore;
+class QuantizeTask;
+class QuantizeWizard;
 class RecentModels;
 class ServePanel;
 
@@ -35,12 +37,16 @@ class MainWindow : public QMainWindow {
   ServePanel* serve() const { return m_serve; }
   DashboardPanel* dashboard() const { return m_dashboard; }
   QTabWidget* pages() const { return m_pages; }
+  QuantizeTask* quantizeTask() const { return m_quantizeTask; }
+  QuantizeWizard* quantizeWizard() const { return m_wizard; }  // the open one, or null
   void showPage(Page page);
 
  public slots:
   // Opens a dropped / chosen model on the Models page (and loads it when `load`).
   void openModel(const QString& path, bool load = false);
   void showPreferences();
+  // Opens the quantization wizard for `path` (the current model when empty); raises the open one.
+  QuantizeWizard* openQuantizeWizard(const QString& path = QString());
 
  protected:
   void dragEnterEvent(QDragEnterEvent* event) override;
@@ -53,6 +59,8 @@ class MainWindow : public QMainWindow {
   void rebuildRecentMenu();
   void updateStatus();
   void findInCurrentPage();
+  void onModelOpened();
+  void showQuantizeStatus();
 
   EngineBridge* m_bridge;
   PresetStore* m_presets = nullptr;
@@ -66,6 +74,10 @@ class MainWindow : public QMainWindow {
   QMenu* m_recentMenu = nullptr;
   QLabel* m_modelStatus = nullptr;
   QLabel* m_serverStatus = nullptr;
+  QLabel* m_jobStatus = nullptr;
+  QuantizeTask* m_quantizeTask = nullptr;
+  QuantizeWizard* m_wizard = nullptr;
+  QString m_droppedPath;  // a dropped model: offer the wizard when it does not fit
 };
 
 }  // namespace lathe::ui
