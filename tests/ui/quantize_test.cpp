@@ -114,13 +114,12 @@ class QuantizeTest : public QObject {
       QVERIFY2(planned > 0, qPrintable(error));
       QCOMPARE(t->data(t->index(row, CandidateTableModel::kSize), Qt::UserRole).toLongLong(),
                planned);
-      QCOMPARE(t->data(t->index(row, CandidateTableModel::kBitsPerWeight), Qt::UserRole)
-                   .toDouble(),
+      QCOMPARE(t->data(t->index(row, CandidateTableModel::kBitsPerWeight), Qt::UserRole).toDouble(),
                planned * 8.0 / params);
       QCOMPARE(c.plan.weightsAsLoadedBytes, planned);
       QVERIFY(c.tokensPerSecond > 0);  // CPU bandwidth measured
-      QVERIFY(t->data(t->index(row, CandidateTableModel::kQuality)).toString().contains(
-          "literature"));
+      QVERIFY(
+          t->data(t->index(row, CandidateTableModel::kQuality)).toString().contains("literature"));
     }
     QVERIFY(enabled >= 6);
     // Calibrated schemes are listed, disabled, with the reason.

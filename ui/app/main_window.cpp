@@ -18,6 +18,7 @@
 #include "ui/bridge/quantize_task.h"
 #include "ui/chat/chat_panel.h"
 #include "ui/chat/conversation_store.h"
+#include "ui/compare/compare_panel.h"
 #include "ui/dashboard/dashboard_panel.h"
 #include "ui/models/model_drop.h"
 #include "ui/models/models_panel.h"
@@ -47,6 +48,7 @@ MainWindow::MainWindow(EngineBridge* bridge, const QString& conversationsFolder,
   m_chat = new ChatPanel(m_bridge, m_conversations);
   m_serve = new ServePanel(m_bridge);
   m_dashboard = new DashboardPanel(m_bridge);
+  m_compare = new ComparePanel([this] { return m_models->loadSettings()->settings(); });
   m_pages = new QTabWidget;
   m_pages->setObjectName(QStringLiteral("pages"));
   m_pages->setDocumentMode(true);
@@ -54,6 +56,7 @@ MainWindow::MainWindow(EngineBridge* bridge, const QString& conversationsFolder,
   m_pages->addTab(m_chat, QIcon(QStringLiteral(":/icons/chat.svg")), tr("&Chat"));
   m_pages->addTab(m_serve, QIcon(QStringLiteral(":/icons/serve.svg")), tr("&Serve"));
   m_pages->addTab(m_dashboard, QIcon(QStringLiteral(":/icons/dashboard.svg")), tr("&Dashboard"));
+  m_pages->addTab(m_compare, QIcon(QStringLiteral(":/icons/dashboard.svg")), tr("C&ompare"));
   setCentralWidget(m_pages);
 
   m_modelStatus = new QLabel;
@@ -69,6 +72,7 @@ MainWindow::MainWindow(EngineBridge* bridge, const QString& conversationsFolder,
   connect(m_quantizeTask, &QuantizeTask::started, this, &MainWindow::showQuantizeStatus);
   connect(m_quantizeTask, &QuantizeTask::finished, this, [this](const QuantizeOutcome& o) {
     m_jobStatus->clear();
+    if (o.kind == QuantizeOutcome::Kind::kFinished) m_compare->offerModel(o.output);
     const QString name = QFileInfo(o.output).fileName();
     statusBar()->showMessage(o.kind == QuantizeOutcome::Kind::kFinished
                                  ? tr("Quantized model written: %1").arg(o.output)
@@ -80,6 +84,8 @@ MainWindow::MainWindow(EngineBridge* bridge, const QString& conversationsFolder,
   connect(m_models, &ModelsPanel::quantizeRequested, this,
           [this](const QString& path) { openQuantizeWizard(path); });
   connect(m_models, &ModelsPanel::modelOpened, this, &MainWindow::onModelOpened);
+  connect(m_models, &ModelsPanel::modelOpened, this,
+          [this](const ModelSummary& model) { m_compare->offerModel(model.path); });
 
   buildMenus();
   connect(m_recent, &QAbstractItemModel::modelReset, this, &MainWindow::rebuildRecentMenu);
@@ -146,7 +152,8 @@ void MainWindow::buildMenus() {
   const QList<QPair<QString, Page>> pages = {{tr("&Models"), kModelsPage},
                                              {tr("&Chat"), kChatPage},
                                              {tr("&Serve"), kServePage},
-                                             {tr("&Dashboard"), kDashboardPage}};
+                                             {tr("&Dashboard"), kDashboardPage},
+                                             {tr("C&ompare"), kComparePage}};
   for (const auto& [name, page] : pages) {
     QAction* a = view->addAction(name, this, [this, page = page] { showPage(page); });
     a->setShortcut(QKeySequence(Qt::CTRL | (Qt::Key_1 + static_cast<int>(page))));
@@ -251,6 +258,12 @@ QuantizeWizard* MainWindow::openQuantizeWizard(const QString& path) {
     m_wizard->close();
     openModel(out, true);
   });
+  connect(m_wizard, &QuantizeWizard::compareRequested, this,
+          [this](const QString& original, const QString& quantized) {
+            m_wizard->close();
+            m_compare->setModels({original, quantized});
+            showPage(kComparePage);
+          });
   m_wizard->show();
   return m_wizard;
 }

@@ -1,6 +1,7 @@
 // Lathe Studio's main window. It only composes: the feature pages (Models, Chat, Serve,
-// Dashboard), the menus and shortcuts, the status bar, drag-and-drop of models onto the window,
-// and window state in QSettings. Behaviour lives in the pages and the EngineBridge.
+// Dashboard, Compare), the quantization wizard, the menus and shortcuts, the status bar,
+// drag-and-drop of models onto the window, and window state in QSettings. Behaviour lives in the
+// pages and the EngineBridge.
 #pragma once
 
 #include <QMainWindow>
@@ -12,6 +13,7 @@ class QTabWidget;
 namespace lathe::ui {
 
 class ChatPanel;
+class ComparePanel;
 class ConversationStore;
 class DashboardPanel;
 class EngineBridge;
@@ -25,7 +27,7 @@ class ServePanel;
 class MainWindow : public QMainWindow {
   Q_OBJECT
  public:
-  enum Page { kModelsPage, kChatPage, kServePage, kDashboardPage };
+  enum Page { kModelsPage, kChatPage, kServePage, kDashboardPage, kComparePage };
 
   // bridge: not owned; must outlive the window. conversationsFolder: empty = the app data folder.
   explicit MainWindow(EngineBridge* bridge, const QString& conversationsFolder = QString(),
@@ -36,6 +38,7 @@ class MainWindow : public QMainWindow {
   ChatPanel* chat() const { return m_chat; }
   ServePanel* serve() const { return m_serve; }
   DashboardPanel* dashboard() const { return m_dashboard; }
+  ComparePanel* compare() const { return m_compare; }
   QTabWidget* pages() const { return m_pages; }
   QuantizeTask* quantizeTask() const { return m_quantizeTask; }
   QuantizeWizard* quantizeWizard() const { return m_wizard; }  // the open one, or null
@@ -71,6 +74,7 @@ class MainWindow : public QMainWindow {
   ChatPanel* m_chat = nullptr;
   ServePanel* m_serve = nullptr;
   DashboardPanel* m_dashboard = nullptr;
+  ComparePanel* m_compare = nullptr;
   QMenu* m_recentMenu = nullptr;
   QLabel* m_modelStatus = nullptr;
   QLabel* m_serverStatus = nullptr;

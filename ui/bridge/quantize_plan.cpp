@@ -27,9 +27,9 @@ struct NominalBandwidth {
   double bytesPerSecond;
 };
 constexpr NominalBandwidth kGpuBandwidth[] = {
-    {"H200", 4.8e12},     {"H100 NVL", 3.9e12}, {"H100 PCIe", 2.0e12}, {"H100", 3.35e12},
-    {"B200", 8.0e12},     {"A100", 2.0e12},     {"L40S", 0.864e12},    {"L4", 0.3e12},
-    {"RTX 4090", 1.008e12}, {"RTX 3090", 0.936e12}, {"A10", 0.6e12},    {"T4", 0.32e12},
+    {"H200", 4.8e12},       {"H100 NVL", 3.9e12},   {"H100 PCIe", 2.0e12}, {"H100", 3.35e12},
+    {"B200", 8.0e12},       {"A100", 2.0e12},       {"L40S", 0.864e12},    {"L4", 0.3e12},
+    {"RTX 4090", 1.008e12}, {"RTX 3090", 0.936e12}, {"A10", 0.6e12},       {"T4", 0.32e12},
 };
 
 // Read bandwidth of this host: all threads but one sum disjoint parts of a 256 MiB buffer (the
@@ -53,7 +53,8 @@ double measureHostReadBandwidth() {
         sums[static_cast<size_t>(t)] = s;
       });
     for (std::thread& w : workers) w.join();
-    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double sec =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (std::accumulate(sums.begin(), sums.end(), uint64_t{0}) == 0) continue;  // keeps the sums
     best = std::max(best, static_cast<double>(per * static_cast<size_t>(threads) * 8) / sec);
   }
@@ -97,7 +98,8 @@ BandwidthEstimate estimateBandwidth(const DeviceInfo& device) {
   static const double measured = measureHostReadBandwidth();
   b.deviceLabel = QObject::tr("CPU");
   b.bytesPerSecond = measured;
-  b.how = QObject::tr("measured %1 GB/s read bandwidth of this machine").arg(measured / 1e9, 0, 'f', 1);
+  b.how =
+      QObject::tr("measured %1 GB/s read bandwidth of this machine").arg(measured / 1e9, 0, 'f', 1);
   return b;
 }
 
@@ -186,9 +188,10 @@ QuantCandidates planQuantCandidates(const QString& path, const LoadSettings& set
 qint64 plannedOutputBytes(const QuantizeSpec& spec, QString* error) {
   QuantizeRequest r;
   r.model = spec.model.toStdString();
-  r.output = QDir::temp()
-                 .filePath(QStringLiteral("lathe-plan-%1").arg(QUuid::createUuid().toString(QUuid::Id128)))
-                 .toStdString();
+  r.output =
+      QDir::temp()
+          .filePath(QStringLiteral("lathe-plan-%1").arg(QUuid::createUuid().toString(QUuid::Id128)))
+          .toStdString();
   r.scheme = toSchemeRequest(spec);
   auto job = QuantizeJob::prepare(r);
   if (!job.is_ok()) {

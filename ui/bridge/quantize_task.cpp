@@ -124,7 +124,7 @@ void QuantizeTask::runJob(const QuantizeSpec& spec) {
   o.output = spec.output;
   if (!result.is_ok()) {
     o.kind = result.status().code() == ErrorCode::kCancelled ? QuantizeOutcome::Kind::kCancelled
-                                                              : QuantizeOutcome::Kind::kFailed;
+                                                             : QuantizeOutcome::Kind::kFailed;
     o.message = QString::fromStdString(result.status().message());
     finish(o);
     return;

@@ -18,12 +18,12 @@ enum class QualitySource { kNone, kLiterature, kMeasured };
 
 // One scheme the wizard offers for a model, planned by the quantization library itself.
 struct QuantCandidate {
-  QString scheme;       // `lathe quantize --scheme` value: "q8_0", "rtn", "fp8-dynamic", …
-  int bits = -1;        // rtn: 4 or 8; -1 otherwise
+  QString scheme;        // `lathe quantize --scheme` value: "q8_0", "rtn", "fp8-dynamic", …
+  int bits = -1;         // rtn: 4 or 8; -1 otherwise
   qint64 groupSize = 0;  // rtn: the largest of 128, 64, 32 that divides every layer
-  QString label;        // "GGUF Q8_0", "INT4 RTN g128", …
-  QString description;  // the library's one-line description of the scheme
-  QString outputKind;   // "GGUF file" or "Hugging Face folder"
+  QString label;         // "GGUF Q8_0", "INT4 RTN g128", …
+  QString description;   // the library's one-line description of the scheme
+  QString outputKind;    // "GGUF file" or "Hugging Face folder"
   bool isGguf = false;
   // Disabled candidates stay in the table with the reason (calibration not available yet, or a
   // check of the library failed for this model).
@@ -58,11 +58,11 @@ struct QuantCandidates {
 // What the wizard asks the library to do (quantize_model.h's QuantizeRequest).
 struct QuantizeSpec {
   QString model;
-  QString output;       // folder (HF formats) or .gguf file
-  QString scheme;       // as QuantCandidate::scheme
-  int bits = -1;        // rtn
+  QString output;        // folder (HF formats) or .gguf file
+  QString scheme;        // as QuantCandidate::scheme
+  int bits = -1;         // rtn
   qint64 groupSize = 0;  // rtn: 0 default (128), -1 per channel
-  QString format;       // rtn: gptq | awq | compressed-tensors
+  QString format;        // rtn: gptq | awq | compressed-tensors
 };
 
 struct QuantizeProgressInfo {
@@ -96,12 +96,12 @@ struct QuantizeOutcome {
 struct CompareSpec {
   QStringList models;                                   // 2-4 paths; the first is the reference
   QVector<int> concurrency = {1, 4, 16, 64, 128, 300};  // serving sweep levels
-  int inputLen = 128;        // prompt tokens (latency, prefill and sweep)
-  int outputLen = 64;        // generated tokens per request
-  int promptsPerLevel = 0;   // 0: max(level, 2 × level capped at 64) — see CompareTask
-  int latencyIters = 3;      // batch-1 latency iterations (after one warm-up)
-  int maxModelLen = 1024;    // engine context per sequence
-  int cpuThreads = 0;        // 0: all cores but one
+  int inputLen = 128;       // prompt tokens (latency, prefill and sweep)
+  int outputLen = 64;       // generated tokens per request
+  int promptsPerLevel = 0;  // 0: max(level, 2 × level capped at 64) — see CompareTask
+  int latencyIters = 3;     // batch-1 latency iterations (after one warm-up)
+  int maxModelLen = 1024;   // engine context per sequence
+  int cpuThreads = 0;       // 0: all cores but one
 };
 
 // One concurrency level of a variant's serving sweep (vLLM benchmark_serving's definitions).
@@ -117,15 +117,15 @@ struct ComparePoint {
 
 struct CompareVariant {
   QString path;
-  QString name;    // file or folder name
-  QString dtype;   // the card's storage type ("q4_1", "q8_0", "compressed-tensors int4", …)
+  QString name;   // file or folder name
+  QString dtype;  // the card's storage type ("q4_1", "q8_0", "compressed-tensors int4", …)
   qint64 weightBytes = 0;
   double bitsPerWeight = 0.0;
-  qint64 kvCacheBytes = 0;        // what the engine allocated for the KV cache
-  double batch1TokensPerSec = 0.0;  // decode, from the mean time per output token at batch 1
-  double batch1LatencyMs = 0.0;     // mean end-to-end latency of one request
+  qint64 kvCacheBytes = 0;           // what the engine allocated for the KV cache
+  double batch1TokensPerSec = 0.0;   // decode, from the mean time per output token at batch 1
+  double batch1LatencyMs = 0.0;      // mean end-to-end latency of one request
   double prefillTokensPerSec = 0.0;  // prompt tokens / median TTFT at batch 1
-  double ttftMs = 0.0;              // median TTFT at batch 1
+  double ttftMs = 0.0;               // median TTFT at batch 1
   QVector<ComparePoint> sweep;
   QString error;  // set when the variant could not be measured
 };
@@ -133,7 +133,7 @@ struct CompareVariant {
 struct CompareProgressInfo {
   int variant = 0;  // index into CompareSpec::models
   int numVariants = 0;
-  QString stage;    // "loading", "batch-1 latency", "concurrency 16", …
+  QString stage;          // "loading", "batch-1 latency", "concurrency 16", …
   double fraction = 0.0;  // of the whole comparison
 };
 

@@ -37,8 +37,7 @@ Qt::ItemFlags CandidateTableModel::flags(const QModelIndex& index) const {
                                            : Qt::NoItemFlags;
 }
 
-QVariant CandidateTableModel::headerData(int section, Qt::Orientation orientation,
-                                         int role) const {
+QVariant CandidateTableModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal) return {};
   if (role == Qt::DisplayRole) {
     switch (section) {
@@ -59,21 +58,26 @@ QVariant CandidateTableModel::headerData(int section, Qt::Orientation orientatio
   if (role == Qt::ToolTipRole) {
     switch (section) {
       case kSize:
-        return tr("The output's size as the quantization library plans it (weights and side "
-                  "files).");
+        return tr(
+            "The output's size as the quantization library plans it (weights and side "
+            "files).");
       case kBitsPerWeight:
-        return tr("Output bytes × 8 / parameters: scales, zero points and unquantized tensors "
-                  "included.");
+        return tr(
+            "Output bytes × 8 / parameters: scales, zero points and unquantized tensors "
+            "included.");
       case kFits:
-        return tr("Whether these weights plus the KV cache for max model length × sequences "
-                  "(Models ▸ Load settings) fit the device.");
+        return tr(
+            "Whether these weights plus the KV cache for max model length × sequences "
+            "(Models ▸ Load settings) fit the device.");
       case kSpeed:
-        return tr("Roofline ceiling of single-request decoding: memory bandwidth / bytes read "
-                  "per token (every weight once). Real speed is lower.");
+        return tr(
+            "Roofline ceiling of single-request decoding: memory bandwidth / bytes read "
+            "per token (every weight once). Real speed is lower.");
       case kQuality:
-        return tr("Perplexity increase or accuracy recovery over the original. \"literature\": a "
-                  "published figure for another model (hover a row for the source); "
-                  "\"measured\": lathe eval on this model.");
+        return tr(
+            "Perplexity increase or accuracy recovery over the original. \"literature\": a "
+            "published figure for another model (hover a row for the source); "
+            "\"measured\": lathe eval on this model.");
     }
   }
   return {};
@@ -135,9 +139,8 @@ QVariant CandidateTableModel::data(const QModelIndex& index, int role) const {
                                               : QStringLiteral("—");
     case kQuality:
       if (c.quality.isEmpty()) return QStringLiteral("—");
-      return c.qualitySource == QualitySource::kMeasured
-                 ? tr("%1 (measured)").arg(c.quality)
-                 : tr("%1 (literature)").arg(c.quality);
+      return c.qualitySource == QualitySource::kMeasured ? tr("%1 (measured)").arg(c.quality)
+                                                         : tr("%1 (literature)").arg(c.quality);
   }
   return {};
 }

@@ -36,8 +36,9 @@ FinishedPage::FinishedPage(QWidget* parent) : QWizardPage(parent) {
   m_load->setToolTip(tr("Open the quantized model on the Models page and load it."));
   m_compare = new QPushButton(tr("Compare with original"));
   m_compare->setObjectName(QStringLiteral("finishedCompare"));
-  m_compare->setToolTip(tr("Measure both on the Compare page: latency, prefill and a serving "
-                           "sweep."));
+  m_compare->setToolTip(
+      tr("Measure both on the Compare page: latency, prefill and a serving "
+         "sweep."));
   m_show = new QPushButton(QIcon(QStringLiteral(":/icons/open.svg")), tr("Show in folder"));
   m_show->setObjectName(QStringLiteral("finishedShow"));
   row->addWidget(m_load);
@@ -57,11 +58,11 @@ FinishedPage::FinishedPage(QWidget* parent) : QWizardPage(parent) {
 void FinishedPage::setResult(const QuantizeSpec& spec, const QuantizeOutcome& o,
                              const QuantCandidate& c) {
   m_spec = spec;
-  QString text = tr("<b>%1</b><br>%2 in %3: %4 tensors quantized, %5 kept.")
-                     .arg(o.output.toHtmlEscaped(), formatBytes(o.outputBytes),
-                          formatDuration(o.seconds))
-                     .arg(o.quantizedTensors)
-                     .arg(o.keptTensors);
+  QString text =
+      tr("<b>%1</b><br>%2 in %3: %4 tensors quantized, %5 kept.")
+          .arg(o.output.toHtmlEscaped(), formatBytes(o.outputBytes), formatDuration(o.seconds))
+          .arg(o.quantizedTensors)
+          .arg(o.keptTensors);
   for (const QString& note : o.notes) text += QStringLiteral("<br>• ") + note.toHtmlEscaped();
   m_summary->setText(text);
   // Measured reports (perplexity, mean KLD and top-1 agreement against the original on held-out

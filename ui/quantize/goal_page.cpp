@@ -17,8 +17,9 @@ namespace lathe::ui {
 
 GoalPage::GoalPage(QWidget* parent) : QWizardPage(parent) {
   setTitle(tr("Step 1 — Goal and scheme"));
-  setSubTitle(tr("What should the quantized model be good at? Every scheme is listed with what it "
-                 "costs; the recommended one is marked ★."));
+  setSubTitle(
+      tr("What should the quantized model be good at? Every scheme is listed with what it "
+         "costs; the recommended one is marked ★."));
   auto* layout = new QVBoxLayout(this);
   m_goals = new QButtonGroup(this);
   auto* goals = new QHBoxLayout;
@@ -84,8 +85,8 @@ GoalPage::GoalPage(QWidget* parent) : QWizardPage(parent) {
 
 void GoalPage::setCandidates(const QuantCandidates& candidates) {
   if (!candidates.error.isEmpty()) {
-    m_status->setText(tr("Cannot plan a quantization of %1: %2").arg(candidates.modelPath,
-                                                                     candidates.error));
+    m_status->setText(
+        tr("Cannot plan a quantization of %1: %2").arg(candidates.modelPath, candidates.error));
     m_model->setCandidates({}, candidates.bandwidth.deviceLabel);
     emit completeChanged();
     return;

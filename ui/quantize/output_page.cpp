@@ -21,16 +21,18 @@ QString proposeOutputPath(const QString& modelPath, const QuantCandidate& c) {
   const QDir dir = info.absoluteDir();
   for (int n = 1;; ++n) {
     const QString suffix = n == 1 ? QString() : QStringLiteral("-%1").arg(n);
-    const QString name = QStringLiteral("%1-%2%3%4")
-                             .arg(stem, tag, suffix, c.isGguf ? QStringLiteral(".gguf") : QString());
+    const QString name =
+        QStringLiteral("%1-%2%3%4")
+            .arg(stem, tag, suffix, c.isGguf ? QStringLiteral(".gguf") : QString());
     if (!QFileInfo::exists(dir.filePath(name))) return dir.filePath(name);
   }
 }
 
 OutputPage::OutputPage(QWidget* parent) : QWizardPage(parent) {
   setTitle(tr("Step 3 — Output"));
-  setSubTitle(tr("Where the quantized model goes. It is written under a temporary name and "
-                 "appears under this name only when complete."));
+  setSubTitle(
+      tr("Where the quantized model goes. It is written under a temporary name and "
+         "appears under this name only when complete."));
   auto* form = new QFormLayout(this);
   m_scheme = new QLabel;
   m_scheme->setObjectName(QStringLiteral("outputScheme"));
@@ -38,8 +40,9 @@ OutputPage::OutputPage(QWidget* parent) : QWizardPage(parent) {
   form->addRow(tr("Scheme:"), m_scheme);
   m_format = new QComboBox;
   m_format->setObjectName(QStringLiteral("outputFormat"));
-  m_format->setToolTip(tr("The layout of the Hugging Face folder. compressed-tensors loads in "
-                          "vLLM and Lathe; GPTQ and AWQ layouts load in most runtimes."));
+  m_format->setToolTip(
+      tr("The layout of the Hugging Face folder. compressed-tensors loads in "
+         "vLLM and Lathe; GPTQ and AWQ layouts load in most runtimes."));
   form->addRow(tr("Format:"), m_format);
   auto* groupRow = new QHBoxLayout;
   m_groupSize = new QSpinBox;
@@ -47,8 +50,9 @@ OutputPage::OutputPage(QWidget* parent) : QWizardPage(parent) {
   m_groupSize->setRange(-1, 65536);
   m_groupSize->setSpecialValueText(tr("per channel"));
   m_groupSize->setValue(128);
-  m_groupSize->setToolTip(tr("Input columns that share one scale: smaller groups are more "
-                             "accurate and a little larger. Must divide every layer's inputs."));
+  m_groupSize->setToolTip(
+      tr("Input columns that share one scale: smaller groups are more "
+         "accurate and a little larger. Must divide every layer's inputs."));
   m_groupLabel = new QLabel(tr("Group size:"));
   groupRow->addWidget(m_groupSize);
   groupRow->addStretch(1);
@@ -70,8 +74,8 @@ OutputPage::OutputPage(QWidget* parent) : QWizardPage(parent) {
 }
 
 void OutputPage::setChoice(const QString& modelPath, const QuantCandidate& candidate) {
-  const bool changed = candidate.scheme != m_candidate.scheme || candidate.bits != m_candidate.bits ||
-                       modelPath != m_model;
+  const bool changed = candidate.scheme != m_candidate.scheme ||
+                       candidate.bits != m_candidate.bits || modelPath != m_model;
   m_model = modelPath;
   m_candidate = candidate;
   m_scheme->setText(QStringLiteral("%1 — %2").arg(candidate.label, candidate.description));

@@ -24,8 +24,9 @@ QString describeLayer(const QuantizeProgressInfo& info) {
 
 RunPage::RunPage(QuantizeTask* task, QWidget* parent) : QWizardPage(parent), m_task(task) {
   setTitle(tr("Quantizing"));
-  setSubTitle(tr("The work runs in the background: you may close this window and follow it in the "
-                 "status bar."));
+  setSubTitle(
+      tr("The work runs in the background: you may close this window and follow it in the "
+         "status bar."));
   auto* layout = new QVBoxLayout(this);
   m_banner = new MessageBanner;
   m_banner->setObjectName(QStringLiteral("runBanner"));
