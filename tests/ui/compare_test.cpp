@@ -130,13 +130,19 @@ class CompareTest : public QObject {
     m_panel->setLengths(16, 32);
     QSignalSpy finished(m_panel.get(), &ComparePanel::comparisonFinished);
     // Stop as soon as the sweep of the first model starts.
+    QElapsedTimer sinceStop;
     auto conn = connect(m_panel->task(), &CompareTask::progress, this,
-                        [this](const CompareProgressInfo& p) {
-                          if (p.stage.contains("concurrency")) m_panel->stop();
+                        [this, &sinceStop](const CompareProgressInfo& p) {
+                          if (!p.stage.contains("concurrency") || sinceStop.isValid()) return;
+                          sinceStop.start();
+                          m_panel->stop();
                         });
     QVERIFY(m_panel->run());
     QVERIFY(finished.wait(120000));
     disconnect(conn);
+    QVERIFY(sinceStop.isValid());
+    QVERIFY2(sinceStop.elapsed() < 5000,
+             qPrintable(QString("stopped after %1 ms").arg(sinceStop.elapsed())));
     QCOMPARE(finished.first().first().toBool(), true);
     QVERIFY(m_panel->results()->variants().isEmpty());
   }

@@ -2,6 +2,7 @@
 
 #include <QDir>
 #include <QFileInfo>
+#include <QObject>
 #include <QThread>
 #include <QUuid>
 

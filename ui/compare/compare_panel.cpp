@@ -2,6 +2,8 @@
 
 #include <qcustomplot.h>
 
+#include <algorithm>
+
 #include <QComboBox>
 #include <QFileDialog>
 #include <QFileInfo>

@@ -53,3 +53,12 @@ void QuantizeWizard::initializePage(int id) {
 }
 
 }  // namespace lathe::ui
+
+namespace lathe::ui {
+
+void QuantizeWizard::done(int result) {
+  m_run->setKeepJobOnCleanup(true);
+  QWizard::done(result);
+}
+
+}  // namespace lathe::ui

@@ -42,6 +42,7 @@ class QuantizeWizard : public QWizard {
 
  protected:
   void initializePage(int id) override;
+  void done(int result) override;  // closing keeps a running job
 
  private:
   QuantizeTask* m_task;

@@ -74,7 +74,7 @@ void RunPage::initializePage() {
 
 void RunPage::cleanupPage() {
   // Back while running: stop the job (its outcome arrives as "cancelled").
-  if (m_ownsJob && m_task->isRunning()) m_task->cancel();
+  if (m_ownsJob && !m_keepJob && m_task->isRunning()) m_task->cancel();
 }
 
 bool RunPage::isComplete() const {

@@ -23,6 +23,8 @@ class RunPage : public QWizardPage {
   RunPage(QuantizeTask* task, QWidget* parent = nullptr);
 
   void setSpec(const QuantizeSpec& spec) { m_spec = spec; }
+  // Closing the wizard cleans its pages up too; a job then keeps running (set by the wizard).
+  void setKeepJobOnCleanup(bool keep) { m_keepJob = keep; }
   void initializePage() override;
   void cleanupPage() override;
   bool isComplete() const override;
@@ -46,6 +48,7 @@ class RunPage : public QWizardPage {
   QuantizeOutcome m_outcome;
   bool m_hasOutcome = false;
   bool m_ownsJob = false;  // this page started the running job
+  bool m_keepJob = false;
   MessageBanner* m_banner = nullptr;
   QLabel* m_what = nullptr;
   QProgressBar* m_bar = nullptr;
