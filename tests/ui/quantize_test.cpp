@@ -245,6 +245,26 @@ class QuantizeTest : public QObject {
     QCOMPARE(w->currentId(), int(QuantizeWizard::kOutputPage));
   }
 
+  void dropped_model_that_does_not_fit_offers_the_wizard() {
+    // The default model fits: dropping it opens no wizard.
+    QVERIFY(test::dropFile(m_window.get(), m_model));
+    QTRY_COMPARE_WITH_TIMEOUT(m_window->models()->currentModel().path, m_model, 30000);
+    QTest::qWait(200);
+    QVERIFY(m_window->quantizeWizard() == nullptr);
+    // Llama-3.1-70B (config.json only: 141 GB in 16 bits) does not fit: the wizard opens for it,
+    // and says why it cannot plan a config without weights.
+    const QString big = QStringLiteral(LATHE_CONFIGS "/llama-3.1-70b");
+    QVERIFY(test::dropFile(m_window.get(), big));
+    QTRY_VERIFY_WITH_TIMEOUT(m_window->quantizeWizard() != nullptr, 30000);
+    QCOMPARE(m_window->quantizeWizard()->modelPath(), big);
+    auto* status = m_window->quantizeWizard()->findChild<QLabel*>("candidateStatus");
+    QTRY_VERIFY_WITH_TIMEOUT(status->text().startsWith("Cannot plan"), 30000);
+    QVERIFY(!m_window->quantizeWizard()->goalPage()->isComplete());
+    closeWizard();
+    m_window->models()->openModel(m_model);
+    QTRY_COMPARE_WITH_TIMEOUT(m_window->models()->currentModel().path, m_model, 30000);
+  }
+
   void full_disk_is_refused_before_work() {
     // A 1 MiB tmpfs stands for a full disk; mounting needs root (skipped otherwise).
     const QString small = m_dir.filePath("tiny-disk");
