@@ -158,8 +158,7 @@ ComparePanel::ComparePanel(std::function<LoadSettings()> settingsSource, QWidget
   m_table->setObjectName(QStringLiteral("compareTable"));
   m_table->setModel(m_results);
   m_table->verticalHeader()->hide();
-  m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
-  m_table->horizontalHeader()->setStretchLastSection(true);
+  m_table->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
   splitter->addWidget(m_table);
   auto* chartBox = new QWidget;
   auto* chartLayout = new QVBoxLayout(chartBox);
@@ -178,7 +177,7 @@ ComparePanel::ComparePanel(std::function<LoadSettings()> settingsSource, QWidget
   m_plot->setMinimumHeight(220);
   m_plot->xAxis->setLabel(tr("concurrency (requests in flight)"));
   m_plot->xAxis->setScaleType(QCPAxis::stLogarithmic);
-  m_plot->xAxis->setTicker(QSharedPointer<QCPAxisTickerLog>(new QCPAxisTickerLog));
+  m_plot->xAxis->setTicker(QSharedPointer<QCPAxisTickerText>(new QCPAxisTickerText));
   m_plot->legend->setVisible(true);
   chartLayout->addWidget(m_plot, 1);
   m_verdict = new QLabel;
@@ -210,6 +209,8 @@ ComparePanel::ComparePanel(std::function<LoadSettings()> settingsSource, QWidget
   });
   connect(m_task, &CompareTask::variantMeasured, this, [this](int i, const CompareVariant& v) {
     m_results->setVariant(i, v);
+    m_table->resizeColumnsToContents();
+    m_table->resizeRowsToContents();
     updateChart();
   });
   connect(m_task, &CompareTask::finished, this, [this](bool cancelled) {
@@ -333,6 +334,10 @@ void ComparePanel::updateChart() {
       maxX = std::max(maxX, p.concurrency);
     }
   }
+  // Ticks at the measured levels (a log axis spreads 1, 4, 16, 64, 128, 300 evenly).
+  auto ticker = qSharedPointerCast<QCPAxisTickerText>(m_plot->xAxis->ticker());
+  ticker->clear();
+  for (int level : m_spec.concurrency) ticker->addTick(level, QString::number(level));
   m_plot->yAxis->setLabel(m_metric->currentText());
   m_plot->xAxis->setRange(0.8, maxX * 1.25);
   m_plot->yAxis->setRange(0, maxY > 0 ? maxY * 1.1 : 1);

@@ -16,6 +16,7 @@ namespace lathe::ui {
 
 FinishedPage::FinishedPage(QWidget* parent) : QWizardPage(parent) {
   setTitle(tr("Done"));
+  setSubTitle(tr("The quantized model is complete under its name; nothing else was written."));
   setFinalPage(true);
   auto* layout = new QVBoxLayout(this);
   m_summary = new QLabel;

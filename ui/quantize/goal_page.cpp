@@ -10,6 +10,7 @@
 #include <QTableView>
 #include <QVBoxLayout>
 
+#include "ui/models/model_card.h"
 #include "ui/quantize/candidate_table_model.h"
 #include "ui/quantize/literature_quality.h"
 
@@ -97,8 +98,8 @@ void GoalPage::setCandidates(const QuantCandidates& candidates) {
   m_model->setCandidates(list, candidates.bandwidth.deviceLabel);
   m_status->setText(tr("%1 (%2, %3 parameters): sizes are the library's plans; fits and speed use "
                        "the load settings of the Models page.")
-                        .arg(candidates.model.name, candidates.model.dtype)
-                        .arg(candidates.model.numParameters));
+                        .arg(candidates.model.name, candidates.model.dtype,
+                             formatCount(candidates.model.numParameters)));
   m_bandwidth->setText(tr("Speed: %1 — %2. Quality: published figures for other models "
                           "(\"literature\") until lathe eval measures this one.")
                            .arg(candidates.bandwidth.deviceLabel, candidates.bandwidth.how));
