@@ -179,6 +179,8 @@ ComparePanel::ComparePanel(std::function<LoadSettings()> settingsSource, QWidget
   m_plot->xAxis->setScaleType(QCPAxis::stLogarithmic);
   m_plot->xAxis->setTicker(QSharedPointer<QCPAxisTickerText>(new QCPAxisTickerText));
   m_plot->legend->setVisible(true);
+  // Top left: the lowest levels have the lowest throughput, so the curves rarely pass there.
+  m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
   chartLayout->addWidget(m_plot, 1);
   m_verdict = new QLabel;
   m_verdict->setObjectName(QStringLiteral("compareVerdict"));
