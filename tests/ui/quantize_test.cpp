@@ -5,11 +5,13 @@
 // errors.
 #include <QtTest>
 
+#include <QComboBox>
 #include <QDir>
 #include <QLabel>
 #include <QProcess>
 #include <QPushButton>
 #include <QSignalSpy>
+#include <QTabWidget>
 #include <QTableView>
 
 #include "test_support.h"
@@ -18,6 +20,7 @@
 #include "ui/bridge/quantize_plan.h"
 #include "ui/bridge/quantize_task.h"
 #include "ui/common/message_banner.h"
+#include "ui/compare/compare_panel.h"
 #include "ui/models/models_panel.h"
 #include "ui/quantize/candidate_table_model.h"
 #include "ui/quantize/finished_page.h"
@@ -209,6 +212,20 @@ class QuantizeTest : public QObject {
     QCOMPARE(int(finished.first().first().value<QuantizeOutcome>().kind),
              int(QuantizeOutcome::Kind::kFinished));
     QVERIFY(QFileInfo(out).isFile());
+    // The output is offered on the Compare tab.
+    QVERIFY(m_window->findChild<QComboBox*>("compareOffers")->findData(out) >= 0);
+  }
+
+  void compare_with_original_opens_the_compare_tab() {
+    QuantizeWizard* w = openWizard();
+    QVERIFY(w != nullptr);
+    const QString out = m_dir.filePath("compared-q4_0.gguf");
+    runTo(w, "q4_0", -1, out);
+    QTRY_COMPARE_WITH_TIMEOUT(w->currentId(), int(QuantizeWizard::kFinishedPage), 180000);
+    w->finishedPage()->compareButton()->click();
+    QTRY_VERIFY(m_window->quantizeWizard() == nullptr);
+    QCOMPARE(m_window->pages()->currentWidget(), static_cast<QWidget*>(m_window->compare()));
+    QCOMPARE(m_window->compare()->models(), (QStringList{m_model, out}));
   }
 
   void bad_choices_show_clear_errors() {
