@@ -22,10 +22,14 @@
 #include "ui/chat/conversation.h"
 #include "ui/chat/conversation_store.h"
 #include "ui/common/message_banner.h"
+#include "ui/compare/compare_panel.h"
+#include "ui/compare/compare_results.h"
 #include "ui/dashboard/chart_card.h"
 #include "ui/dashboard/metrics_history.h"
 #include "ui/models/model_drop.h"
 #include "ui/models/recent_models.h"
+#include "ui/quantize/literature_quality.h"
+#include "ui/quantize/recommendation.h"
 #include "ui/serve/request_log_model.h"
 #include "ui/settings/appearance.h"
 #include "ui/settings/load_settings.h"
@@ -380,6 +384,63 @@ class UiUnitsTest : public QObject {
     QVERIFY(recent.data(recent.index(0), Qt::DisplayRole).toString().contains("missing"));
     RecentModels again;
     QCOMPARE(again.paths(), recent.paths());
+  }
+
+  void recommendation_follows_the_goal() {
+    // Three fake candidates: big and best, middle, small and fastest; one disabled.
+    auto make = [](const char* scheme, qint64 bytes, double tps, MemoryPlan::Verdict v) {
+      QuantCandidate c;
+      c.scheme = QString::fromLatin1(scheme);
+      c.label = c.scheme;
+      c.expectedBytes = bytes;
+      c.tokensPerSecond = tps;
+      c.plan.verdict = v;
+      c.plan.kvBytesForPlan = 100;
+      applyLiteratureQuality(c);
+      return c;
+    };
+    const auto fits = MemoryPlan::Verdict::kFits;
+    QVector<QuantCandidate> cs = {make("q8_0", 8000, 10, MemoryPlan::Verdict::kDoesNotFit),
+                                  make("q6_k", 6000, 13, fits), make("q4_0", 4000, 20, fits),
+                                  make("gptq", 3000, 30, fits)};
+    cs[3].bits = 4;
+    cs[3].enabled = false;
+    QCOMPARE(cs[0].qualitySource, QualitySource::kLiterature);
+    QCOMPARE(recommendCandidate(cs, QuantGoal::kBestQuality).index, 1);      // q8_0 does not fit
+    QCOMPARE(recommendCandidate(cs, QuantGoal::kFastest).index, 2);          // gptq is disabled
+    QCOMPARE(recommendCandidate(cs, QuantGoal::kFitBudget, 9000).index, 0);  // budget, not device
+    QCOMPARE(recommendCandidate(cs, QuantGoal::kFitBudget, 5000).index, 2);
+    const Recommendation none = recommendCandidate(cs, QuantGoal::kFitBudget, 1000);
+    QCOMPARE(none.index, -1);
+    QVERIFY(none.why.contains("raise the budget"));
+    QCOMPARE(recommendCandidate(cs, QuantGoal::kSpecific).index, -1);
+    QVERIFY(recommendCandidate(cs, QuantGoal::kBestQuality).why.contains("+0.0217 PPL"));
+  }
+
+  void concurrency_levels_parse_or_say_why() {
+    QString error;
+    QCOMPARE(parseConcurrencyLevels(" 1, 4,16 ,300", &error), (QVector<int>{1, 4, 16, 300}));
+    for (const char* bad : {"", "1, 0", "1, -4", "1, x", "5000", "1.5"}) {
+      error.clear();
+      QVERIFY2(parseConcurrencyLevels(QString::fromLatin1(bad), &error).isEmpty(), bad);
+      QVERIFY2(!error.isEmpty(), bad);
+    }
+  }
+
+  void compare_csv_quotes_and_keeps_every_level() {
+    CompareVariant a;
+    a.name = "with, comma \"q\"";
+    a.path = "/m/a.gguf";
+    a.sweep = {ComparePoint{1, 4, 0, 10.5}, ComparePoint{4, 8, 0, 30.25}};
+    CompareVariant b;
+    b.name = "b";
+    b.error = "cannot load";
+    const QList<QByteArray> lines = compareToCsv({a, b}).trimmed().split('\n');
+    QCOMPARE(lines.size(), 1 + 2 + 1);
+    QVERIFY(lines[1].startsWith("\"with, comma \"\"q\"\"\",/m/a.gguf,"));
+    QVERIFY(lines[2].contains(",4,8,0,30.250,"));
+    QVERIFY(lines[3].endsWith(",cannot load"));
+    QCOMPARE(lines[0].count(','), lines[3].count(','));
   }
 };
 

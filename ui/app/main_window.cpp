@@ -15,14 +15,19 @@
 #include <QTabWidget>
 
 #include "ui/bridge/engine_bridge.h"
+#include "ui/bridge/quantize_task.h"
 #include "ui/chat/chat_panel.h"
 #include "ui/chat/conversation_store.h"
+#include "ui/compare/compare_panel.h"
 #include "ui/dashboard/dashboard_panel.h"
 #include "ui/models/model_drop.h"
 #include "ui/models/models_panel.h"
 #include "ui/models/recent_models.h"
+#include "ui/quantize/quantize_wizard.h"
+#include "ui/quantize/run_page.h"
 #include "ui/serve/serve_panel.h"
 #include "ui/settings/appearance.h"
+#include "ui/settings/load_settings_widget.h"
 #include "ui/settings/preferences_dialog.h"
 #include "ui/settings/preset_store.h"
 
@@ -37,11 +42,13 @@ MainWindow::MainWindow(EngineBridge* bridge, const QString& conversationsFolder,
   m_presets = new PresetStore(nullptr, this);
   m_recent = new RecentModels(nullptr, this);
   m_conversations = new ConversationStore(conversationsFolder, this);
+  m_quantizeTask = new QuantizeTask(this);
 
   m_models = new ModelsPanel(m_bridge, m_presets, m_recent);
   m_chat = new ChatPanel(m_bridge, m_conversations);
   m_serve = new ServePanel(m_bridge);
   m_dashboard = new DashboardPanel(m_bridge);
+  m_compare = new ComparePanel([this] { return m_models->loadSettings()->settings(); });
   m_pages = new QTabWidget;
   m_pages->setObjectName(QStringLiteral("pages"));
   m_pages->setDocumentMode(true);
@@ -49,6 +56,7 @@ MainWindow::MainWindow(EngineBridge* bridge, const QString& conversationsFolder,
   m_pages->addTab(m_chat, QIcon(QStringLiteral(":/icons/chat.svg")), tr("&Chat"));
   m_pages->addTab(m_serve, QIcon(QStringLiteral(":/icons/serve.svg")), tr("&Serve"));
   m_pages->addTab(m_dashboard, QIcon(QStringLiteral(":/icons/dashboard.svg")), tr("&Dashboard"));
+  m_pages->addTab(m_compare, QIcon(QStringLiteral(":/icons/dashboard.svg")), tr("C&ompare"));
   setCentralWidget(m_pages);
 
   m_modelStatus = new QLabel;
@@ -56,7 +64,28 @@ MainWindow::MainWindow(EngineBridge* bridge, const QString& conversationsFolder,
   m_serverStatus = new QLabel;
   m_serverStatus->setObjectName(QStringLiteral("serverStatus"));
   statusBar()->addWidget(m_modelStatus, 1);
+  m_jobStatus = new QLabel;
+  m_jobStatus->setObjectName(QStringLiteral("jobStatus"));
+  statusBar()->addPermanentWidget(m_jobStatus);
   statusBar()->addPermanentWidget(m_serverStatus);
+  connect(m_quantizeTask, &QuantizeTask::progress, this, &MainWindow::showQuantizeStatus);
+  connect(m_quantizeTask, &QuantizeTask::started, this, &MainWindow::showQuantizeStatus);
+  connect(m_quantizeTask, &QuantizeTask::finished, this, [this](const QuantizeOutcome& o) {
+    m_jobStatus->clear();
+    if (o.kind == QuantizeOutcome::Kind::kFinished) m_compare->offerModel(o.output);
+    const QString name = QFileInfo(o.output).fileName();
+    statusBar()->showMessage(o.kind == QuantizeOutcome::Kind::kFinished
+                                 ? tr("Quantized model written: %1").arg(o.output)
+                             : o.kind == QuantizeOutcome::Kind::kCancelled
+                                 ? tr("Quantization of %1 stopped; nothing was written.").arg(name)
+                                 : tr("Quantization of %1 failed: %2").arg(name, o.message),
+                             15000);
+  });
+  connect(m_models, &ModelsPanel::quantizeRequested, this,
+          [this](const QString& path) { openQuantizeWizard(path); });
+  connect(m_models, &ModelsPanel::modelOpened, this, &MainWindow::onModelOpened);
+  connect(m_models, &ModelsPanel::modelOpened, this,
+          [this](const ModelSummary& model) { m_compare->offerModel(model.path); });
 
   buildMenus();
   connect(m_recent, &QAbstractItemModel::modelReset, this, &MainWindow::rebuildRecentMenu);
@@ -96,6 +125,10 @@ void MainWindow::buildMenus() {
   m_recentMenu = file->addMenu(tr("&Recent Models"));
   rebuildRecentMenu();
   file->addSeparator();
+  QAction* quantize =
+      file->addAction(tr("&Quantize Model…"), this, [this] { openQuantizeWizard(); });
+  quantize->setObjectName(QStringLiteral("quantizeAction"));
+  quantize->setStatusTip(tr("Make a smaller copy of the model on the Models page."));
   file->addAction(QIcon(QStringLiteral(":/icons/unload.svg")), tr("&Unload Model"), m_models,
                   &ModelsPanel::unload);
   file->addSeparator();
@@ -119,7 +152,8 @@ void MainWindow::buildMenus() {
   const QList<QPair<QString, Page>> pages = {{tr("&Models"), kModelsPage},
                                              {tr("&Chat"), kChatPage},
                                              {tr("&Serve"), kServePage},
-                                             {tr("&Dashboard"), kDashboardPage}};
+                                             {tr("&Dashboard"), kDashboardPage},
+                                             {tr("C&ompare"), kComparePage}};
   for (const auto& [name, page] : pages) {
     QAction* a = view->addAction(name, this, [this, page = page] { showPage(page); });
     a->setShortcut(QKeySequence(Qt::CTRL | (Qt::Key_1 + static_cast<int>(page))));
@@ -186,7 +220,60 @@ void MainWindow::dropEvent(QDropEvent* event) {
   const QString path = modelPathFromMimeData(event->mimeData());
   if (path.isEmpty()) return;
   event->acceptProposedAction();
+  m_droppedPath = path;
   openModel(path);
+}
+
+void MainWindow::onModelOpened() {
+  // A dropped model that does not fit the device: offer to make it smaller.
+  const ModelSummary& model = m_models->currentModel();
+  if (m_droppedPath.isEmpty() || model.path != m_droppedPath) return;
+  m_droppedPath.clear();
+  const MemoryPlan plan = m_bridge->planMemory(model, m_models->loadSettings()->settings());
+  if (plan.verdict == MemoryPlan::Verdict::kDoesNotFit) openQuantizeWizard(model.path);
+}
+
+QuantizeWizard* MainWindow::openQuantizeWizard(const QString& path) {
+  const QString model = path.isEmpty() ? m_models->currentPath() : path;
+  if (model.isEmpty()) {
+    statusBar()->showMessage(tr("Open a model first (File ▸ Open Model…), then quantize it."),
+                             5000);
+    return nullptr;
+  }
+  if (m_wizard != nullptr) {
+    if (m_wizard->modelPath() == model) {
+      m_wizard->raise();
+      m_wizard->activateWindow();
+      return m_wizard;
+    }
+    m_wizard->close();
+  }
+  m_wizard = new QuantizeWizard(m_quantizeTask, model, m_models->loadSettings()->settings(),
+                                m_bridge->device(), this);
+  m_wizard->setAttribute(Qt::WA_DeleteOnClose);
+  connect(m_wizard, &QObject::destroyed, this, [this, w = m_wizard] {
+    if (m_wizard == w) m_wizard = nullptr;
+  });
+  connect(m_wizard, &QuantizeWizard::loadRequested, this, [this](const QString& out) {
+    m_wizard->close();
+    openModel(out, true);
+  });
+  connect(m_wizard, &QuantizeWizard::compareRequested, this,
+          [this](const QString& original, const QString& quantized) {
+            m_wizard->close();
+            m_compare->setModels({original, quantized});
+            showPage(kComparePage);
+          });
+  m_wizard->show();
+  return m_wizard;
+}
+
+void MainWindow::showQuantizeStatus() {
+  const QuantizeProgressInfo& p = m_quantizeTask->lastProgress();
+  m_jobStatus->setText(tr("Quantizing %1: %2 % (%3, ETA %4)")
+                           .arg(QFileInfo(m_quantizeTask->spec().output).fileName())
+                           .arg(qRound(p.fraction() * 100))
+                           .arg(describeLayer(p), formatDuration(p.etaSec)));
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {

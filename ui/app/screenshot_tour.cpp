@@ -14,7 +14,13 @@
 
 #include "ui/app/main_window.h"
 #include "ui/bridge/engine_bridge.h"
+#include "ui/bridge/quantize_task.h"
 #include "ui/chat/chat_panel.h"
+#include "ui/compare/compare_panel.h"
+#include "ui/models/models_panel.h"
+#include "ui/quantize/goal_page.h"
+#include "ui/quantize/output_page.h"
+#include "ui/quantize/quantize_wizard.h"
 #include "ui/serve/serve_panel.h"
 #include "ui/settings/appearance.h"
 
@@ -33,6 +39,15 @@ void settle(int ms) {
   QEventLoop loop;
   QTimer::singleShot(ms, &loop, &QEventLoop::quit);
   loop.exec();
+}
+
+// Waits (without blocking the event loop) for `signal` of `sender`; false after `ms`.
+template <typename Sender, typename Signal>
+bool waitFor(Sender* sender, Signal signal, int ms) {
+  QEventLoop loop;
+  QTimer::singleShot(ms, &loop, [&loop] { loop.exit(1); });
+  QObject::connect(sender, signal, &loop, [&loop] { loop.exit(0); });
+  return loop.exec() == 0;
 }
 
 }  // namespace
@@ -61,7 +76,7 @@ ScreenshotTour::ScreenshotTour(MainWindow* window, EngineBridge* bridge, const Q
   m_timeout.setSingleShot(true);
   connect(&m_timeout, &QTimer::timeout, this,
           [this] { fail(tr("timed out after %1 s").arg(m_timeout.interval() / 1000)); });
-  m_timeout.start(300000);
+  m_timeout.start(900000);
   if (m_bridge->isLoaded()) QTimer::singleShot(0, this, &ScreenshotTour::onLoaded);
 }
 
@@ -97,7 +112,7 @@ bool ScreenshotTour::sendNextChatMessage() {
 }
 
 void ScreenshotTour::sendRequest() {
-  if (m_stopped || m_url.isEmpty()) return;
+  if (m_stopped || m_trafficOff || m_url.isEmpty()) return;
   const int n = m_requestsSent++;
   const QString topic = QString::fromLatin1(kTopics[n % (sizeof(kTopics) / sizeof(kTopics[0]))]);
   // The shared system prompt is what the prefix cache reuses across requests.
@@ -158,9 +173,67 @@ void ScreenshotTour::capture() {
   const bool darkOk = grabPage(MainWindow::kChatPage, QStringLiteral("chat-dark")) &&
                       grabPage(MainWindow::kDashboardPage, QStringLiteral("dashboard-dark"));
   if (!darkOk) return;
+  applyAppearance(Appearance::kLight);
+  m_trafficOff = true;  // the comparison gets the machine to itself
+  if (!captureQuantizeAndCompare()) return;
   m_stopped = true;
   m_timeout.stop();
-  emit finished(true, tr("wrote 6 screenshots to %1").arg(m_dir));
+  emit finished(true, tr("wrote 11 screenshots to %1").arg(m_dir));
+}
+
+bool ScreenshotTour::grabWidget(QWidget* widget, const QString& name) {
+  settle(500);
+  const QString path = QDir(m_dir).filePath(name + QStringLiteral(".png"));
+  if (!widget->grab().save(path)) {
+    fail(tr("could not write %1").arg(path));
+    return false;
+  }
+  return true;
+}
+
+bool ScreenshotTour::captureQuantizeAndCompare() {
+  const QString model = m_window->models()->currentPath();
+  QuantizeWizard* wizard = m_window->openQuantizeWizard(model);
+  if (wizard == nullptr || !waitFor(wizard, &QuantizeWizard::candidatesShown, 120000)) {
+    fail(tr("the quantization wizard did not plan its candidates"));
+    return false;
+  }
+  wizard->goalPage()->setGoal(QuantGoal::kBestQuality);
+  if (!grabWidget(wizard, QStringLiteral("quantize-goal"))) return false;
+  wizard->next();
+  const QString q8 = m_outputs.filePath(QStringLiteral("SmolLM2-135M-Instruct-Q8_0.gguf"));
+  wizard->outputPage()->setOutputPath(q8);
+  if (!grabWidget(wizard, QStringLiteral("quantize-output"))) return false;
+  QuantizeTask* task = m_window->quantizeTask();
+  wizard->next();
+  waitFor(task, &QuantizeTask::progress, 60000);
+  if (!grabWidget(wizard, QStringLiteral("quantize-run"))) return false;
+  if (task->isRunning()) waitFor(task, &QuantizeTask::finished, 300000);
+  if (wizard->currentId() != QuantizeWizard::kFinishedPage) {
+    fail(tr("the Q8_0 quantization did not finish"));
+    return false;
+  }
+  if (!grabWidget(wizard, QStringLiteral("quantize-done"))) return false;
+  wizard->close();
+  // A third variant, 4-bit, straight from the task.
+  QuantizeSpec q4;
+  q4.model = model;
+  q4.scheme = QStringLiteral("q4_0");
+  q4.output = m_outputs.filePath(QStringLiteral("SmolLM2-135M-Instruct-Q4_0.gguf"));
+  if (!task->start(q4) || !waitFor(task, &QuantizeTask::finished, 300000)) {
+    fail(tr("the Q4_0 quantization did not finish"));
+    return false;
+  }
+  ComparePanel* compare = m_window->compare();
+  compare->setModels({model, q8, q4.output});
+  compare->setConcurrency(QStringLiteral("1, 4, 16"));
+  compare->setLengths(64, 32);
+  m_window->showPage(MainWindow::kComparePage);
+  if (!compare->run() || !waitFor(compare, &ComparePanel::comparisonFinished, 600000)) {
+    fail(tr("the comparison did not finish"));
+    return false;
+  }
+  return grabPage(MainWindow::kComparePage, QStringLiteral("compare"));
 }
 
 void ScreenshotTour::fail(const QString& message) {

@@ -6,11 +6,15 @@
 // messages from the Chat page → keep `kConcurrency` API requests (sharing a system prompt, so the
 // prefix cache shows hits) in flight against the server → after the chat replies and `kTrafficMs`
 // of traffic, grab Models, Chat, Serve and Dashboard, then Chat and Dashboard again with the dark
-// palette (chat-dark.png, dashboard-dark.png) → stop.
+// palette (chat-dark.png, dashboard-dark.png). Then the quantization wizard on the model: each
+// step (quantize-goal.png, quantize-output.png, quantize-run.png, quantize-done.png, a Q8_0 written
+// to a temporary folder), a Q4_0 beside it, and the Compare tab measuring the three
+// (compare.png) → stop.
 #pragma once
 
 #include <QObject>
 #include <QString>
+#include <QTemporaryDir>
 #include <QTimer>
 
 class QNetworkAccessManager;
@@ -41,6 +45,9 @@ class ScreenshotTour : public QObject {
   void maybeCapture();
   void capture();
   bool grabPage(int page, const QString& name);
+  bool grabWidget(QWidget* widget, const QString& name);
+  // The wizard's steps and the Compare tab; false after fail().
+  bool captureQuantizeAndCompare();
   void fail(const QString& message);
 
   MainWindow* m_window;
@@ -57,6 +64,8 @@ class ScreenshotTour : public QObject {
   bool m_trafficDone = false;
   bool m_capturing = false;
   bool m_stopped = false;
+  bool m_trafficOff = false;
+  QTemporaryDir m_outputs;  // the wizard's outputs
 };
 
 }  // namespace lathe::ui

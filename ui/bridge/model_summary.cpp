@@ -81,7 +81,7 @@ ModelFacts factsFromReport(const ModelReport& r) {
 }
 
 MemoryPlan planMemoryFor(const ModelFacts& facts, const LoadSettings& settings,
-                         const DeviceInfo& device) {
+                         const DeviceInfo& device, qint64 loadedWeightBytes) {
   MemoryPlan p;
   const bool gpu = settings.device == QLatin1String("cuda") ||
                    (settings.device == QLatin1String("auto") && device.isGpu);
@@ -120,6 +120,7 @@ MemoryPlan planMemoryFor(const ModelFacts& facts, const LoadSettings& settings,
     p.budgetBytes = system_memory_bytes();
     p.deviceName = device.isGpu ? cpuName() : device.name;
   }
+  if (loadedWeightBytes > 0) p.weightsAsLoadedBytes = loadedWeightBytes;
   fr.budget_bytes = p.budgetBytes;
   fr.weight_bytes = p.weightsAsLoadedBytes;
   fr.kv_bytes_per_token = p.kvBytesPerToken;

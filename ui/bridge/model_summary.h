@@ -22,9 +22,10 @@ ModelFacts factsFromReport(const ModelReport& report);
 
 // The memory plan for `facts` under `settings` on `device` (see bridge_types.h). On the CPU it
 // checks against the machine's RAM with an fp32 KV cache, as `lathe inspect` does; on a GPU
-// against total memory × gpu-memory-utilization with a 16-bit KV cache.
+// against total memory × gpu-memory-utilization with a 16-bit KV cache. loadedWeightBytes > 0
+// replaces the weights as they would sit in memory (the quantization wizard's candidates).
 MemoryPlan planMemoryFor(const ModelFacts& facts, const LoadSettings& settings,
-                         const DeviceInfo& device);
+                         const DeviceInfo& device, qint64 loadedWeightBytes = 0);
 
 // The detected device: the first CUDA GPU when the CUDA backend plugin loads and a GPU is usable,
 // else the CPU with the machine's RAM.

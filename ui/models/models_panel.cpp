@@ -94,6 +94,11 @@ ModelsPanel::ModelsPanel(EngineBridge* bridge, PresetStore* presets, RecentModel
   m_unloadButton->setObjectName(QStringLiteral("unloadButton"));
   m_cancelButton = new QPushButton(QIcon(QStringLiteral(":/icons/stop.svg")), tr("Cancel"));
   m_cancelButton->setObjectName(QStringLiteral("cancelButton"));
+  m_quantizeButton = new QPushButton(tr("Quantize…"));
+  m_quantizeButton->setObjectName(QStringLiteral("quantizeButton"));
+  m_quantizeButton->setToolTip(
+      tr("Make a smaller copy of this model (GGUF, FP8, INT8, INT4): see what each scheme costs "
+         "and gives, then write it."));
   m_progress = new QProgressBar;
   m_progress->setObjectName(QStringLiteral("loadProgress"));
   m_progress->setRange(0, 1000);
@@ -101,6 +106,7 @@ ModelsPanel::ModelsPanel(EngineBridge* bridge, PresetStore* presets, RecentModel
   controls->addWidget(m_loadButton);
   controls->addWidget(m_unloadButton);
   controls->addWidget(m_cancelButton);
+  controls->addWidget(m_quantizeButton);
   controls->addWidget(m_progress, 1);
   rightLayout->addLayout(controls);
   m_status = new QLabel;
@@ -123,6 +129,9 @@ ModelsPanel::ModelsPanel(EngineBridge* bridge, PresetStore* presets, RecentModel
   connect(m_loadButton, &QPushButton::clicked, this, &ModelsPanel::loadCurrent);
   connect(m_unloadButton, &QPushButton::clicked, this, &ModelsPanel::unload);
   connect(m_cancelButton, &QPushButton::clicked, this, &ModelsPanel::cancelLoad);
+  connect(m_quantizeButton, &QPushButton::clicked, this, [this] {
+    if (m_current.isValid()) emit quantizeRequested(m_current.path);
+  });
   connect(m_settings, &LoadSettingsWidget::settingsChanged, this, &ModelsPanel::updatePlan);
 
   connect(m_bridge, &EngineBridge::modelInspected, this, &ModelsPanel::onInspected);
@@ -227,6 +236,7 @@ void ModelsPanel::onStateChanged() {
                             : tr("Load"));
   m_unloadButton->setEnabled(s == EngineBridge::State::kLoaded);
   m_cancelButton->setEnabled(s == EngineBridge::State::kLoading);
+  m_quantizeButton->setEnabled(m_current.isValid());
   m_progress->setVisible(s == EngineBridge::State::kLoading);
   if (s == EngineBridge::State::kLoading) m_progress->setValue(0);
   m_settings->setReadOnly(busy);

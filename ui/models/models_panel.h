@@ -47,6 +47,8 @@ class ModelsPanel : public QWidget {
 
  signals:
   void modelOpened(const lathe::ui::ModelSummary& model);
+  // "Quantize…" was clicked for the current model.
+  void quantizeRequested(const QString& path);
 
  private:
   void onInspected(const ModelSummary& model);
@@ -67,6 +69,7 @@ class ModelsPanel : public QWidget {
   QPushButton* m_loadButton = nullptr;
   QPushButton* m_unloadButton = nullptr;
   QPushButton* m_cancelButton = nullptr;
+  QPushButton* m_quantizeButton = nullptr;
   QProgressBar* m_progress = nullptr;
   QLabel* m_status = nullptr;
 };

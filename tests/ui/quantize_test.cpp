@@ -1,0 +1,306 @@
+// The quantization wizard with the real library (CPU, default model SmolLM2-135M Q4_1): the
+// candidate table shows the library's own plans; a Q8_0 run from the wizard writes a model that
+// loads, while the window stays responsive; Stop leaves nothing; bad choices (output exists, a
+// folder that does not exist, a group size that does not divide a layer, a full disk) show clear
+// errors.
+#include <QtTest>
+
+#include <QComboBox>
+#include <QDir>
+#include <QLabel>
+#include <QProcess>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QTabWidget>
+#include <QTableView>
+
+#include "test_support.h"
+#include "ui/app/main_window.h"
+#include "ui/bridge/engine_bridge.h"
+#include "ui/bridge/quantize_plan.h"
+#include "ui/bridge/quantize_task.h"
+#include "ui/common/message_banner.h"
+#include "ui/compare/compare_panel.h"
+#include "ui/models/models_panel.h"
+#include "ui/quantize/candidate_table_model.h"
+#include "ui/quantize/finished_page.h"
+#include "ui/quantize/goal_page.h"
+#include "ui/quantize/output_page.h"
+#include "ui/quantize/quantize_wizard.h"
+#include "ui/quantize/recommendation.h"
+#include "ui/quantize/run_page.h"
+#include "ui_test_support.h"
+
+using namespace lathe::ui;
+
+class QuantizeTest : public QObject {
+  Q_OBJECT
+  QTemporaryDir m_dir;
+  QString m_model;
+  std::unique_ptr<EngineBridge> m_bridge;
+  std::unique_ptr<MainWindow> m_window;
+
+  // Opens the wizard for the default model and waits for its table.
+  QuantizeWizard* openWizard() {
+    QuantizeWizard* w = m_window->openQuantizeWizard(m_model);
+    if (w == nullptr) return nullptr;
+    if (w->goalPage()->table()->rowCount() == 0) {
+      QSignalSpy shown(w, &QuantizeWizard::candidatesShown);
+      if (!shown.wait(60000)) return nullptr;
+    }
+    return w;
+  }
+
+  // From the goal page with `scheme` selected to the run page writing `output`.
+  void runTo(QuantizeWizard* w, const QString& scheme, int bits, const QString& output,
+             qint64 groupSize = 0) {
+    w->goalPage()->setGoal(QuantGoal::kSpecific);
+    w->goalPage()->selectScheme(scheme, bits);
+    QVERIFY(w->goalPage()->isComplete());
+    w->next();
+    QCOMPARE(w->currentId(), int(QuantizeWizard::kOutputPage));
+    w->outputPage()->setOutputPath(output);
+    if (groupSize != 0) w->outputPage()->setGroupSize(groupSize);
+    w->next();
+    QCOMPARE(w->currentId(), int(QuantizeWizard::kRunPage));
+  }
+
+  void closeWizard() {
+    if (QuantizeWizard* w = m_window->quantizeWizard()) {
+      w->close();
+      QTRY_VERIFY(m_window->quantizeWizard() == nullptr);
+    }
+    QTRY_VERIFY(!m_window->quantizeTask()->isRunning());
+  }
+
+ private slots:
+  void initTestCase() {
+    QVERIFY(m_dir.isValid());
+    test::isolateSettings(m_dir);
+    m_model = QString::fromStdString(lathe::test::default_model_path());
+    if (!QFile::exists(m_model)) QSKIP("default model missing: run scripts/fetch-default-model.sh");
+    m_bridge = std::make_unique<EngineBridge>();
+    m_window = std::make_unique<MainWindow>(m_bridge.get(), m_dir.filePath("conversations"));
+    m_window->show();
+    m_window->models()->openModel(m_model);
+    QTRY_VERIFY_WITH_TIMEOUT(m_window->models()->currentModel().isValid(), 30000);
+  }
+
+  void cleanupTestCase() {
+    m_window.reset();
+    m_bridge.reset();
+  }
+
+  void cleanup() { closeWizard(); }
+
+  void candidate_table_matches_the_library() {
+    QuantizeWizard* w = openWizard();
+    QVERIFY(w != nullptr);
+    CandidateTableModel* t = w->goalPage()->table();
+    const double params = static_cast<double>(m_window->models()->currentModel().numParameters);
+    int enabled = 0;
+    for (int row = 0; row < t->rowCount(); ++row) {
+      const QuantCandidate& c = t->candidates()[row];
+      if (!c.enabled) {
+        QVERIFY(!(t->flags(t->index(row, 0)) & Qt::ItemIsEnabled));
+        QVERIFY(!t->data(t->index(row, 0), Qt::ToolTipRole).toString().isEmpty());
+        continue;
+      }
+      ++enabled;
+      QuantizeSpec spec;
+      spec.model = m_model;
+      spec.scheme = c.scheme;
+      spec.bits = c.bits;
+      spec.groupSize = c.groupSize;
+      QString error;
+      const qint64 planned = plannedOutputBytes(spec, &error);
+      QVERIFY2(planned > 0, qPrintable(error));
+      QCOMPARE(t->data(t->index(row, CandidateTableModel::kSize), Qt::UserRole).toLongLong(),
+               planned);
+      QCOMPARE(t->data(t->index(row, CandidateTableModel::kBitsPerWeight), Qt::UserRole).toDouble(),
+               planned * 8.0 / params);
+      QCOMPARE(c.plan.weightsAsLoadedBytes, planned);
+      QVERIFY(c.tokensPerSecond > 0);  // CPU bandwidth measured
+      QVERIFY(
+          t->data(t->index(row, CandidateTableModel::kQuality)).toString().contains("literature"));
+    }
+    QVERIFY(enabled >= 6);
+    // Calibrated schemes are listed, disabled, with the reason.
+    bool sawGptq = false;
+    for (const QuantCandidate& c : t->candidates())
+      if (c.scheme == "gptq") {
+        sawGptq = true;
+        QVERIFY(!c.enabled);
+        QVERIFY(c.disabledReason.contains("calibration"));
+      }
+    QVERIFY(sawGptq);
+    // Q8_0 is the best expected quality that fits; the smallest output is the fastest.
+    w->goalPage()->setGoal(QuantGoal::kBestQuality);
+    QCOMPARE(w->goalPage()->chosen()->scheme, QString("q8_0"));
+    QVERIFY(w->goalPage()->recommendationText().contains("Q8_0"));
+    w->goalPage()->setGoal(QuantGoal::kFastest);
+    qint64 smallest = INT64_MAX;
+    for (const QuantCandidate& c : t->candidates())
+      if (c.enabled) smallest = std::min(smallest, c.expectedBytes);
+    QCOMPARE(w->goalPage()->chosen()->expectedBytes, smallest);
+    // A budget below every candidate: nothing recommended, and the line says what to change.
+    w->goalPage()->setGoal(QuantGoal::kFitBudget);
+    w->goalPage()->setBudgetGiB(0.01);
+    QVERIFY(w->goalPage()->recommendationText().contains("raise the budget"));
+  }
+
+  void wizard_writes_a_model_that_loads() {
+    QuantizeWizard* w = openWizard();
+    QVERIFY(w != nullptr);
+    const QString out = m_dir.filePath("smol-q8_0.gguf");
+    runTo(w, "q8_0", -1, out);
+    // The job runs: the window must keep answering.
+    test::ResponsivenessProbe probe;
+    probe.start();
+    QTRY_COMPARE_WITH_TIMEOUT(w->currentId(), int(QuantizeWizard::kFinishedPage), 180000);
+    probe.stop();
+    QVERIFY2(probe.maxGapMs() < 100,
+             qPrintable(QString("the event loop stalled for %1 ms").arg(probe.maxGapMs())));
+    QVERIFY(QFileInfo(out).isFile());
+    QVERIFY(w->finishedPage()->summaryText().contains("smol-q8_0.gguf"));
+    QVERIFY(w->finishedPage()->findChild<QLabel*>("qualityCard")->text().contains("literature"));
+    // Load: the wizard closes and the engine loads the new file.
+    QSignalSpy loaded(m_bridge.get(), &EngineBridge::modelLoaded);
+    w->finishedPage()->loadButton()->click();
+    QVERIFY(loaded.wait(120000));
+    QCOMPARE(m_bridge->loadedModel().path, out);
+    QCOMPARE(m_bridge->loadedModel().dtype, QString("q8_0"));
+    m_bridge->unloadModel();
+    QTRY_VERIFY_WITH_TIMEOUT(!m_bridge->isLoaded(), 30000);
+    m_window->models()->openModel(m_model);
+    QTRY_COMPARE_WITH_TIMEOUT(m_window->models()->currentModel().path, m_model, 30000);
+  }
+
+  void stop_leaves_nothing() {
+    QuantizeWizard* w = openWizard();
+    QVERIFY(w != nullptr);
+    const QString out = m_dir.filePath("stopped-int8");
+    QuantizeTask* task = m_window->quantizeTask();
+    QSignalSpy finished(task, &QuantizeTask::finished);
+    // Stop at the first progress report: a few tensors of about 270 written.
+    connect(task, &QuantizeTask::progress, w->runPage()->stopButton(), &QPushButton::click,
+            Qt::SingleShotConnection);
+    runTo(w, "int8-w8a16", -1, out);
+    QVERIFY(finished.wait(60000));
+    const auto outcome = finished.first().first().value<QuantizeOutcome>();
+    QCOMPARE(int(outcome.kind), int(QuantizeOutcome::Kind::kCancelled));
+    QVERIFY(!QFileInfo::exists(out));
+    const QStringList leftovers = QDir(m_dir.path()).entryList({"stopped-int8*"});
+    QVERIFY2(leftovers.isEmpty(), qPrintable(leftovers.join(", ")));
+    QVERIFY(w->runPage()->banner()->text().contains("Nothing was written"));
+  }
+
+  void closing_the_wizard_keeps_the_job() {
+    QuantizeWizard* w = openWizard();
+    QVERIFY(w != nullptr);
+    const QString out = m_dir.filePath("background-q4_0.gguf");
+    QSignalSpy finished(m_window->quantizeTask(), &QuantizeTask::finished);
+    QSignalSpy progress(m_window->quantizeTask(), &QuantizeTask::progress);
+    runTo(w, "q4_0", -1, out);
+    w->close();
+    QTRY_VERIFY(m_window->quantizeWizard() == nullptr);
+    QTRY_VERIFY_WITH_TIMEOUT(progress.count() > 0 || finished.count() > 0, 60000);
+    auto* status = m_window->findChild<QLabel*>("jobStatus");
+    QVERIFY(progress.count() == 0 || finished.count() > 0 ||
+            status->text().contains("background-q4_0.gguf"));
+    QTRY_VERIFY_WITH_TIMEOUT(finished.count() > 0, 180000);
+    QCOMPARE(int(finished.first().first().value<QuantizeOutcome>().kind),
+             int(QuantizeOutcome::Kind::kFinished));
+    QVERIFY(QFileInfo(out).isFile());
+    // The output is offered on the Compare tab.
+    QVERIFY(m_window->findChild<QComboBox*>("compareOffers")->findData(out) >= 0);
+  }
+
+  void compare_with_original_opens_the_compare_tab() {
+    QuantizeWizard* w = openWizard();
+    QVERIFY(w != nullptr);
+    const QString out = m_dir.filePath("compared-q4_0.gguf");
+    runTo(w, "q4_0", -1, out);
+    QTRY_COMPARE_WITH_TIMEOUT(w->currentId(), int(QuantizeWizard::kFinishedPage), 180000);
+    w->finishedPage()->compareButton()->click();
+    QTRY_VERIFY(m_window->quantizeWizard() == nullptr);
+    QCOMPARE(m_window->pages()->currentWidget(), static_cast<QWidget*>(m_window->compare()));
+    QCOMPARE(m_window->compare()->models(), (QStringList{m_model, out}));
+  }
+
+  void bad_choices_show_clear_errors() {
+    QuantizeWizard* w = openWizard();
+    QVERIFY(w != nullptr);
+    w->goalPage()->setGoal(QuantGoal::kSpecific);
+    w->goalPage()->selectScheme("rtn", 4);
+    w->next();
+    OutputPage* page = w->outputPage();
+    // The output exists.
+    const QString taken = m_dir.filePath("taken");
+    QVERIFY(QDir().mkpath(taken));
+    page->setOutputPath(taken);
+    w->next();
+    QCOMPARE(w->currentId(), int(QuantizeWizard::kOutputPage));
+    QVERIFY2(page->error().contains("already exists"), qPrintable(page->error()));
+    // Its folder does not exist.
+    page->setOutputPath(m_dir.filePath("no/such/folder/out"));
+    w->next();
+    QCOMPARE(w->currentId(), int(QuantizeWizard::kOutputPage));
+    QVERIFY2(page->error().contains("does not exist"), qPrintable(page->error()));
+    // A group size that does not divide the 576 inputs of the attention projections: the
+    // library's check names the layer, and Back returns to the choice.
+    QSignalSpy finished(m_window->quantizeTask(), &QuantizeTask::finished);
+    page->setOutputPath(m_dir.filePath("int4-g100"));
+    page->setGroupSize(100);
+    w->next();
+    QCOMPARE(w->currentId(), int(QuantizeWizard::kRunPage));
+    QVERIFY(finished.wait(60000));
+    const QString message = w->runPage()->banner()->text();
+    QVERIFY2(message.contains("does not divide") && message.contains("576"), qPrintable(message));
+    QVERIFY(!QFileInfo::exists(m_dir.filePath("int4-g100")));
+    w->back();
+    QCOMPARE(w->currentId(), int(QuantizeWizard::kOutputPage));
+  }
+
+  void dropped_model_that_does_not_fit_offers_the_wizard() {
+    // The default model fits: dropping it opens no wizard.
+    QVERIFY(test::dropFile(m_window.get(), m_model));
+    QTRY_COMPARE_WITH_TIMEOUT(m_window->models()->currentModel().path, m_model, 30000);
+    QTest::qWait(200);
+    QVERIFY(m_window->quantizeWizard() == nullptr);
+    // Llama-3.1-70B (config.json only: 141 GB in 16 bits) does not fit: the wizard opens for it,
+    // and says why it cannot plan a config without weights.
+    const QString big = QStringLiteral(LATHE_CONFIGS "/llama-3.1-70b");
+    QVERIFY(test::dropFile(m_window.get(), big));
+    QTRY_VERIFY_WITH_TIMEOUT(m_window->quantizeWizard() != nullptr, 30000);
+    QCOMPARE(m_window->quantizeWizard()->modelPath(), big);
+    auto* status = m_window->quantizeWizard()->findChild<QLabel*>("candidateStatus");
+    QTRY_VERIFY_WITH_TIMEOUT(status->text().startsWith("Cannot plan"), 30000);
+    QVERIFY(!m_window->quantizeWizard()->goalPage()->isComplete());
+    closeWizard();
+    m_window->models()->openModel(m_model);
+    QTRY_COMPARE_WITH_TIMEOUT(m_window->models()->currentModel().path, m_model, 30000);
+  }
+
+  void full_disk_is_refused_before_work() {
+    // A 1 MiB tmpfs stands for a full disk; mounting needs root (skipped otherwise).
+    const QString small = m_dir.filePath("tiny-disk");
+    QVERIFY(QDir().mkpath(small));
+    if (QProcess::execute("mount", {"-t", "tmpfs", "-o", "size=1m", "tmpfs", small}) != 0)
+      QSKIP("cannot mount a small tmpfs here (needs root)");
+    struct Unmount {
+      QString path;
+      ~Unmount() { QProcess::execute("umount", {path}); }
+    } unmount{small};
+    QuantizeWizard* w = openWizard();
+    QVERIFY(w != nullptr);
+    QSignalSpy finished(m_window->quantizeTask(), &QuantizeTask::finished);
+    runTo(w, "q8_0", -1, small + "/out.gguf");
+    QVERIFY(finished.wait(60000));
+    const QString message = w->runPage()->banner()->text();
+    QVERIFY2(message.contains("not enough disk space"), qPrintable(message));
+  }
+};
+
+QTEST_MAIN(QuantizeTest)
+#include "quantize_test.moc"
