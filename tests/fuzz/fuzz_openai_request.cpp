@@ -1,4 +1,6 @@
 // Fuzz target: the OpenAI request parser (body bytes -> JSON -> OpenAiRequest) for both endpoints.
+#include <nlohmann/json.hpp>
+
 #include "engine/server/openai_request.h"
 #include "tests/fuzz/fuzz_support.h"
 
