@@ -4,12 +4,12 @@
 # SECONDS (default 3600), then checks: no crash, no unexpected error, RSS growth < 5% after
 # warm-up, every KV block free at the end, /health < 100 ms throughout.
 #   scripts/soak.sh [SECONDS] [extra scripts/soak.py flags]
-# Uses build/cpu/bin/lathe (or $LATHE_BIN); writes build/soak/summary.json and the server's log.
+# Uses build/cpu/app/lathe (or $LATHE_BIN); writes build/soak/summary.json and the server's log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-3600}
 shift || true
-lathe=${LATHE_BIN:-build/cpu/bin/lathe}
+lathe=${LATHE_BIN:-build/cpu/app/lathe}
 [ -x "$lathe" ] || { echo "soak.sh: $lathe not built (cmake --build build/cpu --target lathe)" >&2; exit 1; }
 model=${LATHE_SOAK_MODEL:-$HOME/.cache/lathe/models/SmolLM2-135M-Instruct.Q4_1.gguf}
 [ -f "$model" ] || { echo "soak.sh: $model missing: run scripts/fetch-default-model.sh" >&2; exit 1; }
