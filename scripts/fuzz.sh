@@ -24,8 +24,11 @@ done
 command -v clang++-14 >/dev/null || { echo "fuzz.sh: clang++-14 missing: run scripts/install-deps.sh" >&2; exit 1; }
 
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/lathe/ccache} CCACHE_BASEDIR=$PWD
-cmake --preset fuzz >/dev/null
-cmake --build build/fuzz -j "${LATHE_BUILD_JOBS:-2}" --target "${targets[@]/#/fuzz_}"
+# LATHE_FUZZ_NO_BUILD=1: use the binaries already built (for runs in parallel).
+if [ "${LATHE_FUZZ_NO_BUILD:-0}" != 1 ]; then
+  cmake --preset fuzz >/dev/null
+  cmake --build build/fuzz -j "${LATHE_BUILD_JOBS:-2}" --target "${targets[@]/#/fuzz_}"
+fi
 
 status=0
 for t in "${targets[@]}"; do

@@ -24,8 +24,9 @@ std::string parent_folder(const std::string& path) {
 Status os_failure(const std::string& what, int err) {
   std::string m = what + ": " + std::strerror(err);
   if (err == ENOSPC || err == EDQUOT)
-    return resource_exhausted(m + "; free some disk space and try again (the previous file is "
-                                  "unchanged)");
+    return resource_exhausted(m +
+                              "; free some disk space and try again (the previous file is "
+                              "unchanged)");
   return io_error(m);
 }
 

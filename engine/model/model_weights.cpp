@@ -152,8 +152,8 @@ DType dominant_layer_dtype(const WeightStore& store, DType fallback) {
   for (const auto& [name, t] : store.tensors()) {
     if (t.ndim != 2 || !starts_with(name, "blk.")) continue;
     const DType dtype = t.dtype;  // (clang 14 cannot capture a structured binding)
-    auto it = std::find_if(bytes.begin(), bytes.end(),
-                           [&](const auto& p) { return p.second == dtype; });
+    auto it =
+        std::find_if(bytes.begin(), bytes.end(), [&](const auto& p) { return p.second == dtype; });
     if (it == bytes.end())
       bytes.emplace_back(t.nbytes(), t.dtype);
     else

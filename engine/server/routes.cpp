@@ -65,8 +65,8 @@ HttpHandler origin_checked(const ServerContext& ctx, HttpHandler handler) {
       e.status = 403;
       e.code = "origin_not_allowed";
       e.message = "Requests from web pages are refused (Origin: " + origin +
-                  "). To let this page call the server, start it with --allowed-origins " +
-                  origin + ".";
+                  "). To let this page call the server, start it with --allowed-origins " + origin +
+                  ".";
       return error_response(e);
     }
     HttpResponse r = handler(req);
@@ -256,8 +256,8 @@ void register_routes(HttpServer& raw_http, ServerContext& ctx) {
   http.add_route("GET", "/metrics", [&ctx, &raw_http](const HttpRequest&) {
     HttpResponse r;
     r.content_type = "text/plain; version=0.0.4";
-    r.body =
-        ctx.engine.metrics().prometheus_text() + server_metrics_text(ctx, raw_http.open_connections());
+    r.body = ctx.engine.metrics().prometheus_text() +
+             server_metrics_text(ctx, raw_http.open_connections());
     return r;
   });
   http.add_route("GET", "/version", [](const HttpRequest&) {

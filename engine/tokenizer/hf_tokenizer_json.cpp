@@ -55,16 +55,17 @@ Result<json> parse_tokenizer_json(std::string_view text, const std::string& sour
     const int element_depth = counting == Counting::kAddedTokens ? 2 : 3;
     const bool element =
         depth == element_depth &&
-        (counting == Counting::kVocab ? event == E::key
-                                      : event == E::value || event == E::array_start ||
-                                            event == E::object_start);
+        (counting == Counting::kVocab
+             ? event == E::key
+             : event == E::value || event == E::array_start || event == E::object_start);
     if (counting != Counting::kNone && element) {
       ++count;
       const bool merges = counting == Counting::kMerges;
       const int64_t limit = merges ? kMaxTokenizerMerges : kMaxTokenizerTokens;
       if (count > limit) {
-        const char* what = merges ? "merges" : counting == Counting::kVocab ? "vocabulary entries"
-                                                                            : "added tokens";
+        const char* what = merges                         ? "merges"
+                           : counting == Counting::kVocab ? "vocabulary entries"
+                                                          : "added tokens";
         throw TooManyEntries{source + ": more than " + std::to_string(limit) + " " + what +
                              "; Lathe reads tokenizers of up to " +
                              std::to_string(kMaxTokenizerTokens) + " tokens and " +

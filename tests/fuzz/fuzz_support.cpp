@@ -39,8 +39,7 @@ struct Scratch {
   std::string path;
   Scratch() {
     const char* tmp = std::getenv("TMPDIR");
-    path = (fs::path(tmp && *tmp ? tmp : "/tmp") /
-            ("lathe-fuzz-" + std::to_string(::getpid())))
+    path = (fs::path(tmp && *tmp ? tmp : "/tmp") / ("lathe-fuzz-" + std::to_string(::getpid())))
                .string();
     fs::create_directories(path);
   }
@@ -57,7 +56,9 @@ Scratch& scratch() {
 
 }  // namespace
 
-const std::string& scratch_folder() { return scratch().path; }
+const std::string& scratch_folder() {
+  return scratch().path;
+}
 
 void clear_scratch_folder() {
   std::error_code ec;

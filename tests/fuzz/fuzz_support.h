@@ -11,9 +11,9 @@
 #include <string>
 #include <string_view>
 
-#define LATHE_FUZZ_CHECK(cond)                                                              \
-  do {                                                                                      \
-    if (!(cond)) ::lathe::fuzz::check_failed(#cond, __FILE__, __LINE__);                    \
+#define LATHE_FUZZ_CHECK(cond)                                           \
+  do {                                                                   \
+    if (!(cond)) ::lathe::fuzz::check_failed(#cond, __FILE__, __LINE__); \
   } while (0)
 
 namespace lathe::fuzz {

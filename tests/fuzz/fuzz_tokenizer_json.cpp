@@ -22,7 +22,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Result<std::shared_ptr<const BpeTokenizer>> tok = BpeTokenizer::create(std::move(config));
   if (!tok.is_ok()) return 0;
   const Tokenizer& t = **tok;
-  const std::vector<TokenId> ids = t.encode("Hello, wörld! <|im_start|> 12345\n\t  x \xF0\x9F\x98\x80");
+  const std::vector<TokenId> ids =
+      t.encode("Hello, wörld! <|im_start|> 12345\n\t  x \xF0\x9F\x98\x80");
   for (TokenId id : ids) LATHE_FUZZ_CHECK(id >= 0 && id < t.vocab_size());
   (void)t.decode(ids);
   (void)t.decode(ids, /*skip_special=*/true);

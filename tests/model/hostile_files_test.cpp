@@ -26,11 +26,11 @@ using namespace lathe;
 namespace {
 
 struct Outcome {
-  bool exited = false;    // the child ended normally (no crash, no kill)
-  bool refused = false;   // the call returned an error
-  std::string message;    // its message
-  double seconds = 0;     // wall time of the call
-  double peak_mib = 0;    // the child's peak RSS
+  bool exited = false;   // the child ended normally (no crash, no kill)
+  bool refused = false;  // the call returned an error
+  std::string message;   // its message
+  double seconds = 0;    // wall time of the call
+  double peak_mib = 0;   // the child's peak RSS
 };
 
 // Runs `call` (returns the error message, or "" when it succeeded) in a child process.
@@ -73,8 +73,12 @@ void report(const char* what, const Outcome& o) {
         o.seconds, o.peak_mib, o.message.c_str());
 }
 
-void put_u32(std::string& s, uint32_t v) { s.append(reinterpret_cast<const char*>(&v), 4); }
-void put_u64(std::string& s, uint64_t v) { s.append(reinterpret_cast<const char*>(&v), 8); }
+void put_u32(std::string& s, uint32_t v) {
+  s.append(reinterpret_cast<const char*>(&v), 4);
+}
+void put_u64(std::string& s, uint64_t v) {
+  s.append(reinterpret_cast<const char*>(&v), 8);
+}
 void put_str(std::string& s, const std::string& v) {
   put_u64(s, v.size());
   s += v;
@@ -113,8 +117,8 @@ class HostileFilesTest : public QObject {
   Q_OBJECT
   QTemporaryDir m_dir;
 
-  void expect_refused(const char* what, const Outcome& o, const std::string& needle,
-                      double max_s, double max_mib) {
+  void expect_refused(const char* what, const Outcome& o, const std::string& needle, double max_s,
+                      double max_mib) {
     report(what, o);
     QVERIFY2(o.exited, what);
     QVERIFY2(o.refused, what);
@@ -156,8 +160,9 @@ class HostileFilesTest : public QObject {
          "{{ f(0) }}"},
         {"mutual recursion",
          "{% macro a() %}{{ b() }}{% endmacro %}{% macro b() %}{{ a() }}{% endmacro %}{{ a() }}"},
-        {"exponential output", "{% set s = namespace(x='ab') %}{% for i in range(64) %}"
-                               "{% set s.x = s.x ~ s.x %}{% endfor %}{{ s.x }}"},
+        {"exponential output",
+         "{% set s = namespace(x='ab') %}{% for i in range(64) %}"
+         "{% set s.x = s.x ~ s.x %}{% endfor %}{{ s.x }}"},
     };
     for (const Case& c : cases) {
       const Outcome o = run_isolated([&] {
@@ -187,8 +192,8 @@ class HostileFilesTest : public QObject {
       out << R"("a b"]}, "pre_tokenizer": {"type": "ByteLevel"}})";
       QVERIFY(out.good());
     }
-    const Outcome o = run_isolated(
-        [&] { return load_hf_tokenizer(folder.toStdString()).status().message(); });
+    const Outcome o =
+        run_isolated([&] { return load_hf_tokenizer(folder.toStdString()).status().message(); });
     expect_refused("tokenizer.json with 10M merges", o, "merges", 10.0, 1024);
   }
 
@@ -202,8 +207,8 @@ class HostileFilesTest : public QObject {
       write_file(path, head + "{");
       QVERIFY(::truncate(path.toStdString().c_str(), 8 + n + 16) == 0);
     }
-    Outcome o = run_isolated(
-        [&] { return SafetensorsFile::open(path.toStdString()).status().message(); });
+    Outcome o =
+        run_isolated([&] { return SafetensorsFile::open(path.toStdString()).status().message(); });
     expect_refused("safetensors header of 100 MB", o, "big_header.safetensors", 2.0, 256);
     // A header length far past the file's end.
     {

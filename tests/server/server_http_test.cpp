@@ -583,14 +583,15 @@ class ServerHttpTest : public QObject {
     QVERIFY(!exposure_warning(c).empty());
     c.api_key = "k";
     QVERIFY(exposure_warning(c).empty());
-    for (const char* h : {"127.0.0.1", "127.1.2.3", "::1", "localhost"}) QVERIFY(is_loopback_host(h));
+    for (const char* h : {"127.0.0.1", "127.1.2.3", "::1", "localhost"})
+      QVERIFY(is_loopback_host(h));
     for (const char* h : {"0.0.0.0", "::", "10.0.0.1", "128.0.0.1"}) QVERIFY(!is_loopback_host(h));
 
     QVERIFY(equal_constant_time("sekrit", "sekrit"));
     QVERIFY(equal_constant_time("", ""));
-    QVERIFY(!equal_constant_time("sekrit", "sekri"));    // a prefix
+    QVERIFY(!equal_constant_time("sekrit", "sekri"));  // a prefix
     QVERIFY(!equal_constant_time("sekri", "sekrit"));
-    QVERIFY(!equal_constant_time("sekrit", "sekriT"));   // last byte
+    QVERIFY(!equal_constant_time("sekrit", "sekriT"));  // last byte
     QVERIFY(!equal_constant_time("sekrit", ""));
     QVERIFY(!equal_constant_time(std::string("a\0b", 3), std::string("a\0c", 3)));
     QVERIFY(!equal_constant_time(std::string("ab\0", 3), "ab"));  // padding is not a match
@@ -600,8 +601,8 @@ class ServerHttpTest : public QObject {
   // headers; listed origins get Access-Control-Allow-Origin and a preflight answer.
   void browser_origins_refused_unless_allowed() {
     const std::string body = json({{"prompt", "x"}, {"max_tokens", 1}}).dump();
-    HttpClientResponse page = http_call(url_, "POST", "/v1/completions", body,
-                                        {{"Origin", "http://evil.example"}});
+    HttpClientResponse page =
+        http_call(url_, "POST", "/v1/completions", body, {{"Origin", "http://evil.example"}});
     QCOMPARE(page.status, 403);
     QVERIFY(is_openai_error(page.body));
     QVERIFY(page.body.find("--allowed-origins") != std::string::npos);
@@ -617,13 +618,13 @@ class ServerHttpTest : public QObject {
     config.allowed_origins = {"http://localhost:3000"};
     std::unique_ptr<ApiServer> cors = start_server(*engine_, config);
     const Url url = local_url(cors->port());
-    HttpClientResponse ok = http_call(url, "POST", "/v1/completions", body,
-                                      {{"Origin", "http://localhost:3000"}});
+    HttpClientResponse ok =
+        http_call(url, "POST", "/v1/completions", body, {{"Origin", "http://localhost:3000"}});
     QCOMPARE(ok.status, 200);
     QCOMPARE(ok.header("Access-Control-Allow-Origin"), std::string("http://localhost:3000"));
-    HttpClientResponse pre = http_call(url, "OPTIONS", "/v1/chat/completions", {},
-                                       {{"Origin", "http://localhost:3000"},
-                                        {"Access-Control-Request-Method", "POST"}});
+    HttpClientResponse pre =
+        http_call(url, "OPTIONS", "/v1/chat/completions", {},
+                  {{"Origin", "http://localhost:3000"}, {"Access-Control-Request-Method", "POST"}});
     QCOMPARE(pre.status, 204);
     QCOMPARE(pre.header("Access-Control-Allow-Origin"), std::string("http://localhost:3000"));
     QVERIFY(pre.header("Access-Control-Allow-Headers").find("Authorization") != std::string::npos);
@@ -647,7 +648,9 @@ class ServerHttpTest : public QObject {
       std::string param;
     };
     const std::vector<Case> cases = {
-        {"/v1/completions", {{"prompt", std::string(300, 'x')}, {"max_tokens", 1}}, ""},  // > max-model-len
+        {"/v1/completions",
+         {{"prompt", std::string(300, 'x')}, {"max_tokens", 1}},
+         ""},  // > max-model-len
         {"/v1/completions", {{"prompt", "x"}, {"max_tokens", 257}}, "max_tokens"},
         {"/v1/completions", {{"prompt", "x"}, {"max_tokens", 2147483648ll}}, "max_tokens"},
         {"/v1/completions", {{"prompt", "x"}, {"stop", many_stops}}, "stop"},
@@ -657,9 +660,8 @@ class ServerHttpTest : public QObject {
     };
     for (const Case& c : cases) {
       const HttpClientResponse r = http_call(url_, "POST", c.path, c.body.dump());
-      QVERIFY2(r.status >= 400 && r.status < 500, (c.body.dump().substr(0, 80) + " -> " +
-                                                   std::to_string(r.status))
-                                                      .c_str());
+      QVERIFY2(r.status >= 400 && r.status < 500,
+               (c.body.dump().substr(0, 80) + " -> " + std::to_string(r.status)).c_str());
       QVERIFY(is_openai_error(r.body));
       if (!c.param.empty()) QCOMPARE(error_param(r.body), c.param);
     }

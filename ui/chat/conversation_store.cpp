@@ -61,10 +61,9 @@ void ConversationStore::reload() {
   }
   sortEntries();
   endResetModel();
-  m_lastError = setAside.isEmpty()
-                    ? QString()
-                    : tr("Unreadable conversation files in %1 were set aside: %2")
-                          .arg(m_folder, setAside.join(QStringLiteral("; ")));
+  m_lastError = setAside.isEmpty() ? QString()
+                                   : tr("Unreadable conversation files in %1 were set aside: %2")
+                                         .arg(m_folder, setAside.join(QStringLiteral("; ")));
 }
 
 void ConversationStore::sortEntries() {
