@@ -72,4 +72,11 @@ bool ServerContext::wait_until_idle(std::chrono::milliseconds timeout) {
   return idle_cv_.wait_for(lock, timeout, [&] { return active_.empty(); });
 }
 
+std::shared_ptr<const TokenVocabulary> ServerContext::vocabulary() {
+  std::call_once(vocabulary_once_, [this] {
+    if (tokenizer != nullptr) vocabulary_ = std::make_shared<const TokenVocabulary>(*tokenizer);
+  });
+  return vocabulary_;
+}
+
 }  // namespace lathe

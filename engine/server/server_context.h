@@ -4,10 +4,12 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_set>
 
+#include "engine/grammar/token_vocabulary.h"
 #include "engine/runtime/engine.h"
 #include "engine/server/api_server.h"
 #include "engine/server/request_log.h"
@@ -31,6 +33,10 @@ class ServerContext {
   std::atomic<int64_t> requests_rejected{0};
   std::atomic<int64_t> client_disconnects{0};
 
+  // The tokenizer's vocabulary for constrained decoding, built on first use (null without a
+  // tokenizer). Thread-safe.
+  std::shared_ptr<const TokenVocabulary> vocabulary();
+
   // A fresh response id: "<prefix>-" + 24 random hex digits.
   std::string new_id(const char* prefix);
 
@@ -47,6 +53,8 @@ class ServerContext {
   mutable std::mutex mutex_;
   std::condition_variable idle_cv_;
   std::unordered_set<RequestId> active_;
+  std::once_flag vocabulary_once_;
+  std::shared_ptr<const TokenVocabulary> vocabulary_;
   uint64_t id_state_;
 };
 
