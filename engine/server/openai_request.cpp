@@ -591,8 +591,7 @@ MaybeApiError parse_messages(const Fields& f, OpenAiRequest* out) {
     if ((!m.contains("content") && !calls_only) ||
         (m.contains("content") && m["content"].is_null() && msg.role != "assistant"))
       return bad_request(mf + ".content is required", "messages");
-    if (calls_only && (!m.contains("content") || m["content"].is_null()))
-      extra["content"] = nullptr;
+    // An assistant turn that only calls tools keeps content "" (templates such as Qwen3's read it).
     if (!extra.empty()) msg.extra_json = extra.dump();
     out->spec.messages.push_back(std::move(msg));
   }

@@ -21,13 +21,17 @@ using json = nlohmann::json;
 
 namespace {
 
-const json kTools = json::parse(R"([
-  {"type": "function", "function": {"name": "get_weather", "description": "Current weather",
-   "parameters": {"type": "object", "properties": {"city": {"type": "string"},
-   "unit": {"type": "string", "enum": ["C", "F"]}}, "required": ["city"]}}},
-  {"type": "function", "function": {"name": "add", "parameters": {"type": "object",
-   "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}}
-])");
+const json kTools = json::parse(
+    "[\n"
+    "  {\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": "
+    "\"Current weather\",\n"
+    "   \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"},\n"
+    "   \"unit\": {\"type\": \"string\", \"enum\": [\"C\", \"F\"]}}, \"required\": [\"city\"]}}},\n"
+    "  {\"type\": \"function\", \"function\": {\"name\": \"add\", \"description\": \"Sum\", \"parameters\": {\"type\": "
+    "\"object\",\n"
+    "   \"properties\": {\"a\": {\"type\": \"integer\"}, \"b\": {\"type\": \"integer\"}}, "
+    "\"required\": [\"a\", \"b\"]}}}\n"
+    "]");
 
 OpenAiRequest parse_chat(const json& body) {
   OpenAiRequest r;
@@ -215,10 +219,11 @@ void ToolCallsTest::forced_calls() {
   auto g = GrammarConstraint::create(*req, vocab_tok);
   QVERIFY2(g.is_ok(), g.status().message().c_str());
   const std::string ok =
-      R"([{"name": "add", "parameters": {"a": 1, "b": -2}}, {"name": "get_weather", "parameters": {"city": "Rome"}}])";
+      "[{\"name\": \"add\", \"parameters\": {\"a\": 1, \"b\": -2}}, {\"name\": \"get_weather\", "
+      "\"parameters\": {\"city\": \"Rome\"}}]";
   QVERIFY((*g)->matches(ok));
-  QVERIFY(!(*g)->matches(R"([{"name": "launch", "parameters": {}}])"));
-  QVERIFY(!(*g)->matches(R"([{"name": "add", "parameters": {"a": 1}}])"));
+  QVERIFY(!(*g)->matches("[{\"name\": \"launch\", \"parameters\": {}}]"));
+  QVERIFY(!(*g)->matches("[{\"name\": \"add\", \"parameters\": {\"a\": 1}}]"));
   QVERIFY(!(*g)->matches("[]"));
   const std::vector<ToolCall> calls = parse_forced_calls(ok, "");
   QCOMPARE(static_cast<int>(calls.size()), 2);
@@ -226,11 +231,11 @@ void ToolCallsTest::forced_calls() {
   Result<std::string> named = forced_call_regex(tools, "add");
   QVERIFY(named.is_ok());
   auto n = GrammarConstraint::create(*named, vocab_tok);
-  QVERIFY((*n)->matches(R"({"a": 1, "b": 2})") && !(*n)->matches(R"({"a": 1})"));
-  const std::vector<ToolCall> one = parse_forced_calls(R"({"a": 1, "b": 2})", "add");
+  QVERIFY((*n)->matches("{\"a\": 1, \"b\": 2}") && !(*n)->matches("{\"a\": 1}"));
+  const std::vector<ToolCall> one = parse_forced_calls("{\"a\": 1, \"b\": 2}", "add");
   QCOMPARE(static_cast<int>(one.size()), 1);
   QCOMPARE(one[0].name, std::string("add"));
-  QVERIFY(parse_forced_calls(R"({"a": 1, "b)", "add").empty());  // cut short
+  QVERIFY(parse_forced_calls("{\"a\": 1, \"b", "add").empty());  // cut short
   // A parameters schema Lathe cannot enforce is refused by name.
   nlohmann::ordered_json bad = tools;
   bad[1]["function"]["parameters"]["properties"]["a"]["multipleOf"] = 2;
