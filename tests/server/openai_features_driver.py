@@ -8,6 +8,7 @@ Sections (all by default): n, logit_bias, structured, tools, echo. Prints one li
 exits 0 only when every check passed.
 """
 import json
+import re
 import sys
 import time
 import urllib.request
@@ -127,7 +128,132 @@ def section_logit_bias(ctx):
         check("logit_bias outside the vocabulary is refused", "vocabulary" in str(e.body), str(e.body))
 
 
-SECTIONS = {"n": section_n, "logit_bias": section_logit_bias}
+def short_str(n=24):
+    return {"type": "string", "maxLength": n}
+
+
+# 20 schemas of varying shape: nested objects, arrays, enums, numbers with bounds, required and
+# optional properties. Strings and arrays are bounded so that a small model finishes in time.
+SCHEMAS = [
+    ("person", {"type": "object", "properties": {"name": short_str(), "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+                "required": ["name", "age"]}),
+    ("city", {"type": "object", "properties": {"city": short_str(), "country": short_str(), "population": {"type": "integer", "minimum": 0}},
+              "required": ["city", "country"]}),
+    ("colour enum", {"type": "object", "properties": {"colour": {"enum": ["red", "green", "blue"]}}, "required": ["colour"]}),
+    ("bounded number", {"type": "object", "properties": {"temperature": {"type": "number", "minimum": -50, "maximum": 60}},
+                        "required": ["temperature"]}),
+    ("boolean", {"type": "object", "properties": {"is_capital": {"type": "boolean"}}, "required": ["is_capital"]}),
+    ("list of strings", {"type": "object", "properties": {"fruits": {"type": "array", "items": short_str(16), "minItems": 2, "maxItems": 4}},
+                         "required": ["fruits"]}),
+    ("nested", {"type": "object", "properties": {
+        "book": {"type": "object", "properties": {"title": short_str(), "author": {"type": "object", "properties": {"name": short_str(), "born": {"type": "integer", "minimum": 1000, "maximum": 2025}}, "required": ["name"]}},
+                 "required": ["title", "author"]}}, "required": ["book"]}),
+    ("array of objects", {"type": "object", "properties": {"items": {"type": "array", "maxItems": 3, "minItems": 1, "items": {
+        "type": "object", "properties": {"sku": short_str(8), "qty": {"type": "integer", "minimum": 1, "maximum": 99}}, "required": ["sku", "qty"]}}},
+        "required": ["items"]}),
+    ("optional fields", {"type": "object", "properties": {"title": short_str(), "subtitle": short_str(), "pages": {"type": "integer", "minimum": 1, "maximum": 2000}},
+                         "required": ["title"]}),
+    ("top-level array", {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 9}, "minItems": 3, "maxItems": 3}),
+    ("enum of numbers", {"type": "object", "properties": {"stars": {"enum": [1, 2, 3, 4, 5]}}, "required": ["stars"]}),
+    ("nullable", {"type": "object", "properties": {"middle_name": {"anyOf": [short_str(), {"type": "null"}]}}, "required": ["middle_name"]}),
+    ("date format", {"type": "object", "properties": {"date": {"type": "string", "format": "date"}}, "required": ["date"]}),
+    ("pattern", {"type": "object", "properties": {"code": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{2}$"}}, "required": ["code"]}),
+    ("tuple", {"type": "array", "prefixItems": [short_str(), {"type": "integer", "minimum": 0, "maximum": 100}], "items": False}),
+    ("defs and ref", {"$defs": {"point": {"type": "object", "properties": {"x": {"type": "integer", "minimum": -10, "maximum": 10}, "y": {"type": "integer", "minimum": -10, "maximum": 10}}, "required": ["x", "y"]}},
+                      "type": "object", "properties": {"start": {"$ref": "#/$defs/point"}, "end": {"$ref": "#/$defs/point"}}, "required": ["start", "end"]}),
+    ("string lengths", {"type": "object", "properties": {"word": {"type": "string", "minLength": 3, "maxLength": 8}}, "required": ["word"]}),
+    ("exclusive bounds", {"type": "object", "properties": {"n": {"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 10}}, "required": ["n"]}),
+    ("map", {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0, "maximum": 100}, "maxProperties": None} if False else
+            {"type": "object", "properties": {"scores": {"type": "object", "properties": {"math": {"type": "integer", "minimum": 0, "maximum": 100}, "art": {"type": "integer", "minimum": 0, "maximum": 100}}}}, "required": ["scores"]}),
+    ("status record", {"type": "object", "properties": {"id": {"type": "integer", "minimum": 1, "maximum": 99999}, "status": {"enum": ["open", "closed", "pending"]},
+                       "tags": {"type": "array", "items": {"enum": ["bug", "ui", "docs"]}, "maxItems": 3}}, "required": ["id", "status", "tags"]}),
+]
+
+
+def validate(schema, value):
+    import jsonschema
+    jsonschema.validate(value, schema)
+
+
+def section_structured(ctx):
+    check("20 schemas", len(SCHEMAS) == 20, str(len(SCHEMAS)))
+    for i, (name, schema) in enumerate(SCHEMAS):
+        messages = [{"role": "system", "content": "Reply with JSON only."},
+                    {"role": "user", "content": "Give an example of a %s as JSON." % name}]
+        kwargs = dict(model=ctx.model, messages=messages, max_tokens=160, temperature=0.7, seed=i,
+                      response_format={"type": "json_schema", "json_schema": {"name": "s%d" % i, "schema": schema}})
+        stream = i % 2 == 1
+        if stream:
+            text, finish = "", None
+            for chunk in ctx.client.chat.completions.create(stream=True, **kwargs):
+                for c in chunk.choices:
+                    text += c.delta.content or ""
+                    finish = c.finish_reason or finish
+        else:
+            r = ctx.client.chat.completions.create(**kwargs)
+            text, finish = r.choices[0].message.content, r.choices[0].finish_reason
+        ok, why = False, ""
+        try:
+            value = json.loads(text)
+            validate(schema, value)
+            ok = finish == "stop"
+            why = "finish_reason " + str(finish)
+        except Exception as e:  # noqa: BLE001 - report any failure
+            why = "%s: %s" % (type(e).__name__, e)
+        check("schema %-16s%s valid JSON" % (name, " (stream)" if stream else ""), ok, why + " " + repr(text)[:160])
+
+    r = ctx.client.chat.completions.create(
+        model=ctx.model, messages=[{"role": "system", "content": "Reply with JSON only."},
+                                   {"role": "user", "content": "Give a cat's name and age as JSON."}],
+        max_tokens=120, temperature=0, response_format={"type": "json_object"})
+    text = r.choices[0].message.content
+    try:
+        ok = isinstance(json.loads(text), dict) and r.choices[0].finish_reason == "stop"
+    except ValueError:
+        ok = False
+    check("json_object: a JSON object", ok, repr(text)[:160])
+    cut = ctx.client.chat.completions.create(
+        model=ctx.model, messages=[{"role": "user", "content": "List many fruits in JSON."}], max_tokens=5,
+        temperature=0, response_format={"type": "json_schema", "json_schema": {"name": "f", "schema": SCHEMAS[5][1]}})
+    check("cut short: finish_reason length", cut.choices[0].finish_reason == "length", repr(cut.choices[0].message.content))
+
+    # vLLM's extras, through extra_body.
+    r = ctx.client.completions.create(model=ctx.model, prompt="Is Paris in France? Answer:", max_tokens=5, temperature=0,
+                                      extra_body={"guided_choice": ["yes", "no"]})
+    check("guided_choice picks a choice", r.choices[0].text in ("yes", "no"), repr(r.choices[0].text))
+    r = ctx.client.completions.create(model=ctx.model, prompt="A phone number:", max_tokens=20, temperature=0.9, seed=1,
+                                      extra_body={"guided_regex": "\\(\\d{3}\\) \\d{3}-\\d{4}"})
+    check("guided_regex matches", re.fullmatch(r"\(\d{3}\) \d{3}-\d{4}", r.choices[0].text) is not None, repr(r.choices[0].text))
+    r = ctx.client.completions.create(model=ctx.model, prompt="A person as JSON:", max_tokens=60, temperature=0.9, seed=2, n=3,
+                                      extra_body={"guided_json": SCHEMAS[0][1]})
+    good = 0
+    for c in r.choices:
+        try:
+            validate(SCHEMAS[0][1], json.loads(c.text))
+            good += 1
+        except Exception:  # noqa: BLE001
+            pass
+    check("guided_json with n=3: every choice validates", good == 3, repr([c.text for c in r.choices]))
+
+    bad = [
+        ("invalid schema", {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "strin"}}}}, "unknown type strin"),
+        ("unsupported feature", {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "integer", "multipleOf": 5}}}}, "multipleOf"),
+        ("pattern that cannot match", {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {
+            "type": "string", "pattern": "^\"+$"}}}}, "cannot match"),
+        ("unsupported regex", {"extra_body": {"guided_regex": "(?!a)b"}}, "lookaround"),
+        ("broken regex", {"extra_body": {"guided_regex": "(ab"}}, "missing ')'"),
+        ("missing schema", {"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}}, "schema"),
+    ]
+    for name, extra, needle in bad:
+        try:
+            ctx.client.chat.completions.create(model=ctx.model, messages=[{"role": "user", "content": "hi"}], max_tokens=4, **extra)
+            check("bad input (%s) is a 400" % name, False, "no error")
+        except openai.BadRequestError as e:
+            body = str(e.body)
+            check("bad input (%s) is a 400" % name, e.status_code == 400 and needle in body, body)
+
+
+SECTIONS = {"n": section_n, "logit_bias": section_logit_bias, "structured": section_structured}
 
 
 def main():
