@@ -19,7 +19,8 @@ class ByteDfa {
   static constexpr int32_t kDead = -1;
   // Past this many states new ones are refused (their transitions read as dead): a pathological
   // pattern degrades to fewer allowed tokens, never to unbounded memory.
-  static constexpr int32_t kMaxStates = 200000;
+  // (Each state's transition row is 1 KiB.)
+  static constexpr int32_t kMaxStates = 32768;
 
   explicit ByteDfa(ByteNfa nfa);
 

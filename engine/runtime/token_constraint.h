@@ -5,7 +5,8 @@
 // every token it appends. Implementation: engine/grammar/grammar_constraint.h.
 //
 // Thread contract: created on a request thread; once submitted, used only by the engine thread
-// (the n choices of one request share it, each with its own state).
+// (the n choices of one request, and requests with the same grammar, share one, each sequence
+// with its own state).
 #pragma once
 
 #include <cstdint>

@@ -38,13 +38,7 @@ Result<std::string> guided_regex(const OpenAiRequest& r, const std::string& body
 
 MaybeApiError attach_constraint(ServerContext& ctx, const std::string& regex,
                                 const std::string& param, OpenAiRequest* request) {
-  std::shared_ptr<const TokenVocabulary> vocab = ctx.vocabulary();
-  if (!vocab)
-    return bad_request(param +
-                           ": structured output needs the model's tokenizer (this model was "
-                           "loaded without one)",
-                       param);
-  Result<std::shared_ptr<GrammarConstraint>> c = GrammarConstraint::create(regex, vocab);
+  Result<std::shared_ptr<GrammarConstraint>> c = ctx.grammar(regex);
   if (!c.is_ok()) return bad_request(param + ": " + c.status().message(), param);
   request->spec.sampling.constraint = std::move(c).value();
   return {};

@@ -79,4 +79,25 @@ std::shared_ptr<const TokenVocabulary> ServerContext::vocabulary() {
   return vocabulary_;
 }
 
+Result<std::shared_ptr<GrammarConstraint>> ServerContext::grammar(const std::string& regex) {
+  {
+    std::lock_guard<std::mutex> lock(grammar_mutex_);
+    for (auto it = grammars_.begin(); it != grammars_.end(); ++it) {
+      if (it->first != regex) continue;
+      grammars_.splice(grammars_.begin(), grammars_, it);
+      return grammars_.front().second;
+    }
+  }
+  std::shared_ptr<const TokenVocabulary> vocab = vocabulary();
+  if (!vocab)
+    return invalid_argument(
+        "structured output needs the model's tokenizer (this model was loaded without one)");
+  LATHE_ASSIGN_OR_RETURN(std::shared_ptr<GrammarConstraint> g,
+                         GrammarConstraint::create(regex, vocab));
+  std::lock_guard<std::mutex> lock(grammar_mutex_);
+  grammars_.emplace_front(regex, g);
+  if (grammars_.size() > kRecentGrammars) grammars_.pop_back();
+  return g;
+}
+
 }  // namespace lathe

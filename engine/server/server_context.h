@@ -4,11 +4,13 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_set>
 
+#include "engine/grammar/grammar_constraint.h"
 #include "engine/grammar/token_vocabulary.h"
 #include "engine/runtime/engine.h"
 #include "engine/server/api_server.h"
@@ -37,6 +39,11 @@ class ServerContext {
   // tokenizer). Thread-safe.
   std::shared_ptr<const TokenVocabulary> vocabulary();
 
+  // The compiled constraint of `regex`, shared by every request with the same grammar (its DFA
+  // and mask cache stay warm across requests: the engine thread is their only user once
+  // submitted); the kRecentGrammars most recently used stay compiled. Thread-safe.
+  Result<std::shared_ptr<GrammarConstraint>> grammar(const std::string& regex);
+
   // A fresh response id: "<prefix>-" + 24 random hex digits.
   std::string new_id(const char* prefix);
 
@@ -53,6 +60,9 @@ class ServerContext {
   mutable std::mutex mutex_;
   std::condition_variable idle_cv_;
   std::unordered_set<RequestId> active_;
+  static constexpr size_t kRecentGrammars = 16;
+  std::mutex grammar_mutex_;
+  std::list<std::pair<std::string, std::shared_ptr<GrammarConstraint>>> grammars_;  // recent first
   std::once_flag vocabulary_once_;
   std::shared_ptr<const TokenVocabulary> vocabulary_;
   uint64_t id_state_;

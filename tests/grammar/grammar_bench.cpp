@@ -95,61 +95,66 @@ int main(int argc, char** argv) {
   for (float& x : base) x = normal(rng);
   std::vector<float> logits(static_cast<size_t>(vocab));
 
-  for (const int b : batches) {
-    auto c0 = Clock::now();
-    std::vector<std::shared_ptr<GrammarConstraint>> cs;
-    for (int i = 0; i < b; ++i) cs.push_back(GrammarConstraint::create(regex, vocabulary).value());
-    auto c1 = Clock::now();
-    std::vector<int32_t> state(static_cast<size_t>(b));
-    for (int i = 0; i < b; ++i) state[static_cast<size_t>(i)] = cs[static_cast<size_t>(i)]->start();
-    double first_ms = 0, rest_ms = 0, mask_ms = 0, apply_ms = 0, plain_ms = 0;
-    int restarts = 0;
-    for (int step = 0; step < steps; ++step) {
-      double step_mask = 0, step_with = 0, step_plain = 0;
-      for (int i = 0; i < b; ++i) {
-        GrammarConstraint& c = *cs[static_cast<size_t>(i)];
-        const float* src = base.data() + static_cast<size_t>((step * 31 + i) % 8) * vocab;
-        SamplingRow row;
-        row.temperature = 1.0f;
-        row.seed = seed + static_cast<uint64_t>(i);
-        row.step = static_cast<uint64_t>(step);
-        auto a = Clock::now();
-        row.allowed = c.allowed(state[static_cast<size_t>(i)], end);
-        auto bb = Clock::now();
-        std::copy(src, src + vocab, logits.begin());
-        const SampledToken t = sample_token(logits.data(), vocab, row);
-        auto cc = Clock::now();
-        row.allowed.reset();
-        std::copy(src, src + vocab, logits.begin());
-        (void)sample_token(logits.data(), vocab, row);
-        auto dd = Clock::now();
-        step_mask += ms(a, bb);
-        step_with += ms(bb, cc);
-        step_plain += ms(cc, dd);
-        int32_t& s = state[static_cast<size_t>(i)];
-        s = t.token == tok.eos_id() ? TokenConstraint::kDead : c.advance(s, t.token);
-        if (s < 0) {  // the object is complete: start the next one, as a new request would
-          s = c.start();
-          ++restarts;
+  for (const int b : batches)
+    for (const bool shared : {false, true}) {
+      auto c0 = Clock::now();
+      std::vector<std::shared_ptr<GrammarConstraint>> cs;
+      for (int i = 0; i < b; ++i)
+        cs.push_back(shared && i > 0 ? cs[0]
+                                     : GrammarConstraint::create(regex, vocabulary).value());
+      auto c1 = Clock::now();
+      std::vector<int32_t> state(static_cast<size_t>(b));
+      for (int i = 0; i < b; ++i)
+        state[static_cast<size_t>(i)] = cs[static_cast<size_t>(i)]->start();
+      double first_ms = 0, rest_ms = 0, mask_ms = 0, apply_ms = 0, plain_ms = 0;
+      int restarts = 0;
+      for (int step = 0; step < steps; ++step) {
+        double step_mask = 0, step_with = 0, step_plain = 0;
+        for (int i = 0; i < b; ++i) {
+          GrammarConstraint& c = *cs[static_cast<size_t>(i)];
+          const float* src = base.data() + static_cast<size_t>((step * 31 + i) % 8) * vocab;
+          SamplingRow row;
+          row.temperature = 1.0f;
+          row.seed = seed + static_cast<uint64_t>(i);
+          row.step = static_cast<uint64_t>(step);
+          auto a = Clock::now();
+          row.allowed = c.allowed(state[static_cast<size_t>(i)], end);
+          auto bb = Clock::now();
+          std::copy(src, src + vocab, logits.begin());
+          const SampledToken t = sample_token(logits.data(), vocab, row);
+          auto cc = Clock::now();
+          row.allowed.reset();
+          std::copy(src, src + vocab, logits.begin());
+          (void)sample_token(logits.data(), vocab, row);
+          auto dd = Clock::now();
+          step_mask += ms(a, bb);
+          step_with += ms(bb, cc);
+          step_plain += ms(cc, dd);
+          int32_t& s = state[static_cast<size_t>(i)];
+          s = t.token == tok.eos_id() ? TokenConstraint::kDead : c.advance(s, t.token);
+          if (s < 0) {  // the object is complete: start the next one, as a new request would
+            s = c.start();
+            ++restarts;
+          }
+        }
+        const double added = step_mask + (step_with - step_plain);
+        if (step == 0) {
+          first_ms = added;
+        } else {
+          rest_ms += added;
+          mask_ms += step_mask;
+          apply_ms += step_with - step_plain;
+          plain_ms += step_plain;
         }
       }
-      const double added = step_mask + (step_with - step_plain);
-      if (step == 0) {
-        first_ms = added;
-      } else {
-        rest_ms += added;
-        mask_ms += step_mask;
-        apply_ms += step_with - step_plain;
-        plain_ms += step_plain;
-      }
+      const int n = std::max(1, steps - 1);
+      std::printf(
+          "batch %3d, %s: compile %.2f ms per request; first step +%.2f ms; then +%.3f ms per step "
+          "(mask lookup %.3f, masking in the sampler %.3f; %.1f us per row), unconstrained "
+          "sampling "
+          "%.3f ms per step; %d objects completed\n",
+          b, shared ? "one shared grammar" : "a grammar per request", ms(c0, c1) / b, first_ms,
+          rest_ms / n, mask_ms / n, apply_ms / n, 1000 * rest_ms / n / b, plain_ms / n, restarts);
     }
-    const int n = std::max(1, steps - 1);
-    std::printf(
-        "batch %3d: compile %.2f ms per request; first step +%.2f ms; then +%.3f ms per step "
-        "(mask lookup %.3f, masking in the sampler %.3f; %.1f us per row), unconstrained sampling "
-        "%.3f ms per step; %d objects completed\n",
-        b, ms(c0, c1) / b, first_ms, rest_ms / n, mask_ms / n, apply_ms / n, 1000 * rest_ms / n / b,
-        plain_ms / n, restarts);
-  }
   return 0;
 }
