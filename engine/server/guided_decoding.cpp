@@ -83,7 +83,8 @@ MaybeApiError prepare_tools(ServerContext& ctx, const std::string& body, OpenAiR
   } catch (const nlohmann::json::exception& e) {
     return bad_request(std::string("tools: ") + e.what(), "tools");
   }
-  Result<std::string> regex = forced_call_regex(tools, r->tool_choice_name);
+  Result<std::string> regex = forced_call_regex(tools, r->tool_choice_name,
+                                                r->parallel_tool_calls ? kMaxParallelToolCalls : 1);
   if (!regex.is_ok()) return bad_request("tools: " + regex.status().message(), "tools");
   return attach_constraint(ctx, *regex, "tools", r);
 }

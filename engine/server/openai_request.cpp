@@ -618,8 +618,7 @@ MaybeApiError parse_chat(const Fields& f, OpenAiRequest* out) {
     return bad_request(
         "use tools or structured output (" + out->guided.param + "), not both in one request",
         "tools");
-  bool parallel = false;
-  if (auto e = f.boolean("parallel_tool_calls", &parallel)) return e;
+  if (auto e = f.boolean("parallel_tool_calls", &out->parallel_tool_calls)) return e;
   return {};
 }
 

@@ -55,6 +55,7 @@ struct OpenAiRequest {
   std::vector<std::string> tool_names;
   ToolChoice tool_choice = ToolChoice::kAuto;
   std::string tool_choice_name;  // kNamed
+  bool parallel_tool_calls = true;  // false: tool_choice required makes exactly one call
   bool uses_tools() const { return !tools_json.empty() && tool_choice != ToolChoice::kNone; }
 };
 

@@ -225,8 +225,8 @@ size_t tool_call_safe_prefix(ToolSyntax syntax, const std::string& text) {
   return text.size() - partial_marker(text, marker);
 }
 
-Result<std::string> forced_call_regex(const nlohmann::ordered_json& tools,
-                                      const std::string& named) {
+Result<std::string> forced_call_regex(const nlohmann::ordered_json& tools, const std::string& named,
+                                      int max_calls) {
   std::vector<std::string> options;
   for (const nlohmann::ordered_json& t : tools) {
     const nlohmann::ordered_json& f = t["function"];
@@ -256,7 +256,7 @@ Result<std::string> forced_call_regex(const nlohmann::ordered_json& tools,
   std::string one = "(";
   for (size_t i = 0; i < options.size(); ++i) one += (i ? "|(" : "(") + options[i] + ")";
   one += ")";
-  return "\\[" + one + "(,[ ]?" + one + ")*\\]";
+  return "\\[" + one + "(,[ ]?" + one + "){0," + std::to_string(std::max(0, max_calls - 1)) + "}\\]";
 }
 
 std::vector<ToolCall> parse_forced_calls(const std::string& text, const std::string& named) {

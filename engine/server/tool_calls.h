@@ -51,10 +51,11 @@ ParsedReply parse_tool_calls(ToolSyntax syntax, const std::string& text,
 // (what can be sent now); the rest may be, or is, the start of a call and is held back.
 size_t tool_call_safe_prefix(ToolSyntax syntax, const std::string& text);
 
-// Forced calls. named: the function's parameters schema; required: an array of one or more
+// Forced calls. named: the function's parameters schema; required: an array of 1 to max_calls
 // {"name": <a tool>, "parameters": <its schema>}. `tools` is the request's (validated) list.
-Result<std::string> forced_call_regex(const nlohmann::ordered_json& tools,
-                                      const std::string& named);
+inline constexpr int kMaxParallelToolCalls = 8;
+Result<std::string> forced_call_regex(const nlohmann::ordered_json& tools, const std::string& named,
+                                      int max_calls = kMaxParallelToolCalls);
 std::vector<ToolCall> parse_forced_calls(const std::string& text, const std::string& named);
 
 // kGeneric: the system message describing `tools` (a JSON array) and how to call them.

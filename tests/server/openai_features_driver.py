@@ -253,7 +253,101 @@ def section_structured(ctx):
             check("bad input (%s) is a 400" % name, e.status_code == 400 and needle in body, body)
 
 
-SECTIONS = {"n": section_n, "logit_bias": section_logit_bias, "structured": section_structured}
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "get_weather", "description": "Get the current weather in a city",
+        "parameters": {"type": "object", "properties": {
+            "city": {"type": "string", "maxLength": 30}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+            "required": ["city"]}}},
+    {"type": "function", "function": {
+        "name": "add", "description": "Add two integers",
+        "parameters": {"type": "object", "properties": {"a": {"type": "integer", "minimum": -1000, "maximum": 1000},
+                                                        "b": {"type": "integer", "minimum": -1000, "maximum": 1000}},
+                       "required": ["a", "b"]}}},
+]
+
+
+def check_calls(name, calls, allowed):
+    ok = bool(calls)
+    for c in calls or []:
+        tool = next((t for t in TOOLS if t["function"]["name"] == c.function.name), None)
+        try:
+            validate(tool["function"]["parameters"], json.loads(c.function.arguments))
+        except Exception:  # noqa: BLE001
+            ok = False
+        ok = ok and c.function.name in allowed and c.type == "function" and len(c.id) > 0
+    check(name, ok, repr([(c.function.name, c.function.arguments) for c in calls or []]))
+
+
+def section_tools(ctx):
+    messages = [{"role": "user", "content": "What is the weather like in Paris today?"}]
+    # One call (parallel_tool_calls false): a small model would otherwise repeat calls up to the cap.
+    r = ctx.client.chat.completions.create(model=ctx.model, messages=messages, tools=TOOLS, tool_choice="required",
+                                           parallel_tool_calls=False, max_tokens=80, temperature=0)
+    msg = r.choices[0].message
+    check("required: finish_reason tool_calls", r.choices[0].finish_reason == "tool_calls", r.choices[0].finish_reason)
+    check_calls("required: calls of the given tools with valid arguments", msg.tool_calls, {"get_weather", "add"})
+    if not msg.tool_calls:
+        return
+    call = msg.tool_calls[0]
+    # The round trip: the call goes back in the history with the tool's result; the model answers.
+    history = messages + [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": call.id, "type": "function", "function": {"name": call.function.name, "arguments": call.function.arguments}}]},
+        {"role": "tool", "tool_call_id": call.id, "content": json.dumps({"temperature": 21, "unit": "celsius", "sky": "sunny"})}]
+    final = ctx.client.chat.completions.create(model=ctx.model, messages=history, tools=TOOLS, tool_choice="none",
+                                               max_tokens=40, temperature=0)
+    fm = final.choices[0].message
+    check("round trip: a text answer after the tool result",
+          isinstance(fm.content, str) and len(fm.content) > 0 and not fm.tool_calls
+          and final.choices[0].finish_reason in ("stop", "length"), repr(fm.content))
+
+    named = ctx.client.chat.completions.create(
+        model=ctx.model, messages=[{"role": "user", "content": "What is 2 plus 3?"}], tools=TOOLS,
+        tool_choice={"type": "function", "function": {"name": "add"}}, max_tokens=40, temperature=0)
+    check_calls("named: exactly the named function", named.choices[0].message.tool_calls, {"add"})
+    check("named: one call", len(named.choices[0].message.tool_calls or []) == 1)
+
+    calls, finish, content = {}, None, ""
+    for chunk in ctx.client.chat.completions.create(model=ctx.model, messages=messages, tools=TOOLS, tool_choice="required",
+                                                    parallel_tool_calls=False, max_tokens=80, temperature=0, stream=True):
+        for c in chunk.choices:
+            content += c.delta.content or ""
+            for tc in c.delta.tool_calls or []:
+                e = calls.setdefault(tc.index, {"id": "", "name": "", "arguments": ""})
+                e["id"] += tc.id or ""
+                e["name"] += (tc.function.name or "") if tc.function else ""
+                e["arguments"] += (tc.function.arguments or "") if tc.function else ""
+            finish = c.finish_reason or finish
+    streamed = [(e["name"], json.loads(e["arguments"])) for _, e in sorted(calls.items())]
+    check("stream: the same calls as non-streaming, finish_reason tool_calls",
+          finish == "tool_calls" and streamed == [(c.function.name, json.loads(c.function.arguments)) for c in msg.tool_calls],
+          repr(streamed))
+
+    auto = ctx.client.chat.completions.create(model=ctx.model, messages=messages, tools=TOOLS, max_tokens=60, temperature=0)
+    am = auto.choices[0].message
+    check("auto: either text or well-formed calls",
+          (am.tool_calls and auto.choices[0].finish_reason == "tool_calls") or (am.content and not am.tool_calls),
+          repr(am.content) + " " + repr(am.tool_calls))
+
+    bad = [
+        ("malformed tool", {"tools": [{"type": "function", "function": {"description": "no name"}}]}, "tools", "name"),
+        ("tool_choice naming an unknown function",
+         {"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "launch_rocket"}}}, "tool_choice", "launch_rocket"),
+        ("unsupported parameters schema", {"tools": [{"type": "function", "function": {"name": "f", "parameters": {
+            "type": "object", "properties": {"x": {"type": "integer", "multipleOf": 2}}}}}], "tool_choice": "required"},
+         "tools", "multipleOf"),
+    ]
+    for name, extra, param, needle in bad:
+        try:
+            ctx.client.chat.completions.create(model=ctx.model, messages=messages, max_tokens=4, **extra)
+            check("bad input (%s) is a 400" % name, False, "no error")
+        except openai.BadRequestError as e:
+            check("bad input (%s) is a 400" % name, e.body.get("param") == param and needle in str(e.body), str(e.body))
+
+
+SECTIONS = {"n": section_n, "logit_bias": section_logit_bias, "structured": section_structured,
+            "tools": section_tools}
 
 
 def main():
