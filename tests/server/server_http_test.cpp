@@ -194,6 +194,59 @@ class ServerHttpTest : public QObject {
     QVERIFY(s.done);
   }
 
+  // n > 1: n engine requests of the one prompt, seeds seed + i, one choice each (index i), usage
+  // with the prompt once and the completions summed; streamed chunks carry their index.
+  void n_choices_come_back_indexed() {
+    const int64_t before = engine_->num_submitted();
+    const json body = {{"prompt", "hello"},
+                       {"max_tokens", 3},
+                       {"n", 3},
+                       {"seed", 7},
+                       {"logit_bias", {{"5", -100}, {"6", 2.5}}},
+                       {"logprobs", 1}};
+    const json j = parse_json(http_call(url_, "POST", "/v1/completions", body.dump()).body);
+    QCOMPARE(engine_->num_submitted(), before + 3);
+    QCOMPARE(engine_->last_spec().sampling.seed.value(), uint64_t{9});
+    const std::vector<TokenBias> bias = engine_->last_spec().sampling.logit_bias;
+    QCOMPARE(static_cast<int>(bias.size()), 2);
+    QVERIFY((bias[0] == TokenBias{5, -100.f}) && (bias[1] == TokenBias{6, 2.5f}));
+    QCOMPARE(static_cast<int>(j["choices"].size()), 3);
+    for (int i = 0; i < 3; ++i) {
+      QCOMPARE(j["choices"][i]["index"].get<int>(), i);
+      QCOMPARE(j["choices"][i]["text"].get<std::string>(), std::string("abc"));
+      QCOMPARE(static_cast<int>(j["choices"][i]["logprobs"]["tokens"].size()), 3);
+    }
+    QCOMPARE(j["usage"]["prompt_tokens"].get<int>(), 6);
+    QCOMPARE(j["usage"]["completion_tokens"].get<int>(), 9);
+
+    const json chat = {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                       {"max_tokens", 4},
+                       {"n", 2},
+                       {"stream", true},
+                       {"stream_options", {{"include_usage", true}}}};
+    SseResponse r = sse_call(url_, "/v1/chat/completions", chat.dump());
+    QCOMPARE(r.status, 200);
+    QCOMPARE(r.events.back(), std::string("[DONE]"));
+    std::string text[2];
+    int roles[2] = {0, 0}, finishes[2] = {0, 0};
+    for (size_t e = 0; e + 2 < r.events.size(); ++e) {
+      const json c = parse_json(r.events[e]);
+      QCOMPARE(static_cast<int>(c["choices"].size()), 1);
+      const json& ch = c["choices"][0];
+      const int i = ch["index"].get<int>();
+      QVERIFY(i == 0 || i == 1);
+      if (ch["delta"].contains("role")) ++roles[i];
+      if (ch["delta"].contains("content")) text[i] += ch["delta"]["content"].get<std::string>();
+      if (!ch["finish_reason"].is_null()) ++finishes[i];
+    }
+    for (int i = 0; i < 2; ++i) {
+      QCOMPARE(text[i], std::string("abcd"));
+      QCOMPARE(roles[i], 1);
+      QCOMPARE(finishes[i], 1);
+    }
+    QCOMPARE(parse_json(r.events[r.events.size() - 2])["usage"]["completion_tokens"].get<int>(), 8);
+  }
+
   void logprobs_in_openai_shapes() {
     const json chat = {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
                        {"max_tokens", 2},
@@ -268,7 +321,15 @@ class ServerHttpTest : public QObject {
     };
     const json msgs = {{{"role", "user"}, {"content", "hi"}}};
     const std::vector<Case> cases = {
-        {"/v1/chat/completions", {{"messages", msgs}, {"n", 2}}, "n"},
+        {"/v1/chat/completions", {{"messages", msgs}, {"n", 17}}, "n"},
+        {"/v1/chat/completions", {{"messages", msgs}, {"n", 0}}, "n"},
+        {"/v1/completions", {{"prompt", "x"}, {"n", 2}, {"best_of", 3}}, "best_of"},
+        {"/v1/completions", {{"prompt", "x"}, {"logit_bias", {{"abc", 1}}}}, "logit_bias"},
+        {"/v1/completions", {{"prompt", "x"}, {"logit_bias", {{"5", -101}}}}, "logit_bias"},
+        {"/v1/completions", {{"prompt", "x"}, {"logit_bias", {{"5", "1"}}}}, "logit_bias"},
+        {"/v1/completions", {{"prompt", "x"}, {"logit_bias", {{"5", 1}, {"05", 2}}}}, "logit_bias"},
+        {"/v1/completions", {{"prompt", "x"}, {"logit_bias", {{"300", 1}}}}, "logit_bias"},
+        {"/v1/completions", {{"prompt", "x"}, {"logit_bias", {1, 2}}}, "logit_bias"},
         {"/v1/chat/completions", {{"messages", msgs}, {"temperature", 3}}, "temperature"},
         {"/v1/chat/completions", {{"messages", msgs}, {"temperature", "hot"}}, "temperature"},
         {"/v1/chat/completions", {{"messages", msgs}, {"top_p", 0}}, "top_p"},
@@ -511,7 +572,7 @@ class ServerHttpTest : public QObject {
       entries.push_back(e);
     });
     http_call(url_, "POST", "/v1/completions", json({{"prompt", "x"}, {"max_tokens", 4}}).dump());
-    http_call(url_, "POST", "/v1/completions", json({{"prompt", "x"}, {"n", 3}}).dump());
+    http_call(url_, "POST", "/v1/completions", json({{"prompt", "x"}, {"n", 30}}).dump());
     server_->set_request_log_callback(nullptr);
     std::lock_guard<std::mutex> lock(m);
     QCOMPARE(static_cast<int>(entries.size()), 2);
@@ -523,7 +584,7 @@ class ServerHttpTest : public QObject {
     QVERIFY(entries[0].ttft_ms >= 0);
     QVERIFY(entries[0].tokens_per_s > 0);
     QCOMPARE(entries[1].http_status, 400);
-    QVERIFY(entries[1].error.find("n must be 1") != std::string::npos);
+    QVERIFY(entries[1].error.find("n must be in [1, 16]") != std::string::npos);
     const std::string line = format_request_log_line(entries[0]);
     QVERIFY2(line.find("prompt=2 generated=4") != std::string::npos &&
                  line.find("finish=length") != std::string::npos,
