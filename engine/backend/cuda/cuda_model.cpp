@@ -92,6 +92,17 @@ Status CudaModel::init(const LoadedModel& model) {
   LATHE_ASSIGN_OR_RETURN(
       weights_, upload_weights(model, options_.dtype, options_.dummy_seed, options_.parallel,
                                sw.native_formats, ctx_->stream()));
+  // FP8 weights are decoded to the activation dtype inside the products (W8A16) on every GPU for
+  // now: said once in words, as users of other engines are caught out by a silent downgrade.
+  bool has_fp8 = false;
+  for (const DeviceLayer& l : weights_.layers)
+    for (const DeviceLinear* d : {&l.qkv, &l.o, &l.gate_up, &l.down})
+      for (const QuantPart& q : d->parts) has_fp8 |= q.format == WeightFormat::kFp8;
+  if (has_fp8)
+    log_info(
+        strformat("CUDA: FP8 weights run as W8A16 on %s: decoded to %s in the matrix products, "
+                  "activations not quantized (FP8 tensor-core products are not implemented yet)",
+                  props().name.c_str(), std::string(dtype_name(options_.dtype)).c_str()));
   if (!sw.quant_rows) {
     for (DeviceLayer& l : weights_.layers)
       for (DeviceLinear* d : {&l.qkv, &l.o, &l.gate_up, &l.down})
