@@ -8,6 +8,7 @@
 
 #include "engine/core/strings.h"
 #include "engine/server/api_server.h"
+#include "engine/server/openai_request.h"
 #include "engine/server/server_security.h"
 #include "fake_engine.h"
 #include "server_test_util.h"
@@ -716,7 +717,7 @@ class ServerHttpTest : public QObject {
         {"/v1/completions", {{"prompt", "x"}, {"max_tokens", 2147483648ll}}, "max_tokens"},
         {"/v1/completions", {{"prompt", "x"}, {"stop", many_stops}}, "stop"},
         {"/v1/completions", {{"prompt", "x"}, {"stop", std::string(1025, 's')}}, "stop"},
-        {"/v1/chat/completions", {{"messages", msgs}, {"n", 2}}, "n"},
+        {"/v1/chat/completions", {{"messages", msgs}, {"n", kMaxChoices + 1}}, "n"},
         {"/v1/chat/completions", {{"messages", msgs}, {"n", 1000000}}, "n"},
     };
     for (const Case& c : cases) {
