@@ -19,6 +19,8 @@
 #include <qcustomplot.h>
 #include <QApplication>
 
+#include "engine/model/model_config_parse.h"
+#include "ui/bridge/model_summary.h"
 #include "ui/chat/conversation.h"
 #include "ui/chat/conversation_store.h"
 #include "ui/common/message_banner.h"
@@ -438,6 +440,28 @@ class UiUnitsTest : public QObject {
       QVERIFY2(parseConcurrencyLevels(QString::fromLatin1(bad), &error).isEmpty(), bad);
       QVERIFY2(!error.isEmpty(), bad);
     }
+  }
+
+  // On a GPU the plan counts quantized weights at their stored size (the CUDA backend keeps them in
+  // their formats) and 32-bit ones in 16 bits.
+  void gpu_plan_counts_weights_in_their_formats() {
+    auto config =
+        lathe::load_hf_config(LATHE_TEST_DATA "/../../benchmarks/configs/llama-3.1-8b/config.json");
+    QVERIFY2(config.is_ok(), config.status().message().c_str());
+    DeviceInfo gpu;
+    gpu.isGpu = true;
+    gpu.name = "NVIDIA H200";
+    gpu.totalBytes = 140LL << 30;
+    LoadSettings s;
+    s.device = "cuda";
+    s.maxModelLen = 4096;
+    ModelFacts int4{config.value(), 5'700'000'000LL};
+    const MemoryPlan q = planMemoryFor(int4, s, gpu);
+    QCOMPARE(q.weightsAsLoadedBytes, qint64{5'700'000'000LL});
+    ModelFacts f32{config.value(), 32'000'000'000LL};
+    const MemoryPlan d = planMemoryFor(f32, s, gpu);
+    QCOMPARE(d.weightsAsLoadedBytes, d.weightsFp16Bytes);
+    QVERIFY(d.weightsFp16Bytes < 32'000'000'000LL);
   }
 
   void compare_csv_quotes_and_keeps_every_level() {

@@ -102,8 +102,12 @@ MemoryPlan planMemoryFor(const ModelFacts& facts, const LoadSettings& settings,
   fr.num_sequences = p.numSeqs;
   fr.int4_weight_bytes = e.weight_bytes_int4;
   if (gpu) {
-    // The CUDA backend keeps weights in 16 bits (GGUF block types are dequantized at load).
-    p.weightsAsLoadedBytes = e.weight_bytes_fp16;
+    // The CUDA backend keeps quantized weights in their formats (GPTQ/AWQ/compressed-tensors/FP8
+    // repacked at about their stored size, GGUF blocks as stored) and 32-bit ones in 16 bits; only
+    // Q2_K/Q3_K are dequantized at upload, which this leaves out.
+    p.weightsAsLoadedBytes = facts.storedWeightBytes > 0
+                                 ? std::min<int64_t>(facts.storedWeightBytes, e.weight_bytes_fp16)
+                                 : e.weight_bytes_fp16;
     p.kvBytesPerToken = e.kv_bytes_per_token_fp16;
     p.kvBytesForPlan = e.kv_bytes_fp16;
     p.budgetBytes = gpuUsable ? static_cast<int64_t>(static_cast<double>(device.totalBytes) *
