@@ -7,12 +7,12 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 
 #include "app/commands.h"
 #include "app/engine_flags.h"
 #include "engine/bench/offline_bench.h"
 #include "engine/bench/serve_bench_dataset.h"
+#include "engine/core/atomic_file.h"
 #include "engine/core/log.h"
 #include "engine/core/strings.h"
 #include "engine/runtime/engine.h"
@@ -46,10 +46,9 @@ Result<std::unique_ptr<Engine>> make_engine(const EngineFlags& ef, int min_waiti
 
 bool write_json(const std::string& path, const std::string& text) {
   if (path.empty()) return true;
-  std::ofstream out(path);
-  out << text << "\n";
-  if (!out) {
-    log_error("cannot write --json " + path);
+  // Atomic: an interrupted run leaves the previous results, never half a file.
+  if (Status st = write_file_atomically(path, text + "\n"); !st.is_ok()) {
+    log_error("cannot write --json: " + st.message());
     return false;
   }
   log_info("results written to " + path);

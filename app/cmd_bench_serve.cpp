@@ -10,7 +10,6 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
 #include <limits>
 #include <mutex>
 
@@ -19,6 +18,7 @@
 #include "engine/bench/load_generator.h"
 #include "engine/bench/serve_bench_dataset.h"
 #include "engine/bench/serve_bench_metrics.h"
+#include "engine/core/atomic_file.h"
 #include "engine/core/log.h"
 #include "engine/core/strings.h"
 
@@ -321,10 +321,11 @@ int run_bench_serve(const BenchServeFlags& f) {
     out["sweep"] = sweep;
   }
   if (!f.json_out.empty()) {
-    std::ofstream file(f.json_out);
-    file << out.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
-    if (!file) {
-      log_error("cannot write --json " + f.json_out);
+    // Atomic: an interrupted run leaves the previous results, never half a file.
+    const Status st = write_file_atomically(
+        f.json_out, out.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+    if (!st.is_ok()) {
+      log_error("cannot write --json: " + st.message());
       return 1;
     }
     log_info("results written to " + f.json_out);

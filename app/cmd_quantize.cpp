@@ -1,8 +1,9 @@
 // `lathe quantize MODEL --scheme S --output OUT [--bits B] [--group-size G] [--sym|--asym]
-// [--format F] [--force] [--shard-size SIZE]`: a calibration-free quantization of a Hugging Face
-// folder or a GGUF file (engine/quant/quantize_model.h does the work; this file parses flags and
-// prints progress). Per-layer progress with an ETA goes to stderr; Ctrl-C stops cleanly and leaves
-// nothing under OUT. Errors: one line, exit code 1; interrupted: exit code 130.
+// [--format F] [--desc-act] [--damp-percent P] [--calibration FILE] [--num-samples N]
+// [--seq-len L] [--force] [--shard-size SIZE]`: quantization of a Hugging Face folder or a GGUF
+// file, calibrated for gptq and awq (engine/quant/quantize_model.h does the work; this file parses
+// flags and prints progress). Per-layer progress with an ETA goes to stderr; Ctrl-C stops cleanly
+// and leaves nothing under OUT. Errors: one line, exit code 1; interrupted: exit code 130.
 #include <CLI/CLI.hpp>
 
 #include <atomic>
@@ -27,6 +28,11 @@ struct QuantizeFlags {
   bool sym = false;
   bool asym = false;
   std::string format;
+  bool desc_act = false;
+  double damp_percent = -1.0;
+  std::string calibration;
+  int num_samples = 128;
+  int seq_len = 512;
   bool force = false;
   std::string shard_size = "5GiB";
 };
@@ -56,6 +62,11 @@ int run_quantize(const QuantizeFlags& f) {
   r.scheme.group_size = f.group_size;
   r.scheme.symmetric = f.sym ? 1 : f.asym ? 0 : -1;
   r.scheme.format = f.format;
+  r.scheme.desc_act = f.desc_act;
+  r.scheme.damp_percent = f.damp_percent;
+  r.calibration.file = f.calibration;
+  r.calibration.num_samples = f.num_samples;
+  r.calibration.seq_len = f.seq_len;
   r.force = f.force;
   r.max_shard_bytes = parse_byte_size(f.shard_size);
   if (r.max_shard_bytes <= 0)
@@ -72,6 +83,12 @@ int run_quantize(const QuantizeFlags& f) {
                std::string(dtype_name(job.source().weight_dtype())).c_str(), f.output.c_str());
   std::fprintf(stderr, "  scheme: %s; output about %s\n", job.scheme().description().c_str(),
                format_bytes(static_cast<double>(job.expected_bytes())).c_str());
+  if (job.scheme().needs_calibration()) {
+    const CalibrationSet& cal = job.calibration();
+    std::fprintf(stderr, "  calibration: %zu samples, %lld tokens from %s (%s)\n",
+                 cal.samples.size(), static_cast<long long>(cal.num_tokens()), cal.origin.c_str(),
+                 calibration_format_name(cal.format));
+  }
 
   g_cancel.store(false);
   std::signal(SIGINT, on_sigint);
@@ -111,26 +128,41 @@ void register_quantize(CLI::App& app, int* exit_code) {
   auto f = std::make_shared<QuantizeFlags>();
   CLI::App* cmd = app.add_subcommand(
       "quantize",
-      "Quantize a model without calibration data: RTN int4/int8 (GPTQ, AWQ or compressed-tensors "
-      "folders), FP8, INT8 W8A16, or a GGUF file (q8_0, q6_k, q5_k_m, q4_k_m, q4_0)");
+      "Quantize a model: GPTQ, AWQ (calibrated) or RTN int4/int8 (GPTQ, AWQ or "
+      "compressed-tensors folders), FP8, INT8 W8A16, or a GGUF file (q8_0, q6_k, q5_k_m, q4_k_m, "
+      "q4_0)");
   cmd->add_option("model", f->model,
                   "the source: a Hugging Face folder (F32/F16/BF16 safetensors) or a GGUF file")
       ->required();
   cmd->add_option("-o,--output", f->output,
                   "where to write: a folder for HF formats, a .gguf file for GGUF types")
       ->required();
-  cmd->add_option("-s,--scheme", f->scheme,
-                  "rtn | fp8-dynamic | fp8-block | int8-w8a16 | q8_0 | q6_k | q5_k_m | q4_k_m | "
-                  "q4_0")
+  cmd->add_option(
+         "-s,--scheme", f->scheme,
+         "gptq | awq | rtn | fp8-dynamic | fp8-block | int8-w8a16 | q8_0 | q6_k | q5_k_m | "
+         "q4_k_m | q4_0")
       ->required();
-  cmd->add_option("--bits", f->bits, "rtn: 4 or 8 bits per weight (default 4)");
+  cmd->add_option("--bits", f->bits, "rtn, gptq: 4 or 8 bits per weight (default 4)");
   cmd->add_option("--group-size", f->group_size,
-                  "rtn: input columns per scale, e.g. 32, 64, 128 (default), or -1 for one scale "
-                  "per output channel");
-  cmd->add_flag("--sym", f->sym, "rtn: symmetric grid, zero point 2^(bits-1) (default)");
-  cmd->add_flag("--asym", f->asym, "rtn: asymmetric grid with a zero point per group");
+                  "rtn, gptq, awq: input columns per scale, e.g. 32, 64, 128 (default), or -1 for "
+                  "one scale per output channel");
+  cmd->add_flag("--sym", f->sym,
+                "symmetric grid, zero point 2^(bits-1) (default for rtn and gptq)");
+  cmd->add_flag("--asym", f->asym, "asymmetric grid with a zero point per group (default for awq)");
   cmd->add_option("--format", f->format,
-                  "rtn: gptq | awq | compressed-tensors (default) — the layout of the folder");
+                  "gptq | awq | compressed-tensors — the layout of the folder (default: gptq for "
+                  "gptq, awq for awq, compressed-tensors for rtn)");
+  cmd->add_flag("--desc-act", f->desc_act,
+                "gptq: act-order, columns by descending Hessian diagonal (GPTQ layout)");
+  cmd->add_option("--damp-percent", f->damp_percent,
+                  "gptq: damping added to the Hessian diagonal, a share of its mean (default 0.1)");
+  cmd->add_option("--calibration", f->calibration,
+                  "gptq, awq: calibration data, plain text, JSONL chat conversations or ShareGPT "
+                  "JSON (default: the built-in set of scripts/fetch-eval-text.sh)");
+  cmd->add_option("--num-samples", f->num_samples, "gptq, awq: calibration sequences")
+      ->capture_default_str();
+  cmd->add_option("--seq-len", f->seq_len, "gptq, awq: tokens per calibration sequence")
+      ->capture_default_str();
   cmd->add_flag("--force", f->force, "replace OUT when it exists");
   cmd->add_option("--shard-size", f->shard_size,
                   "HF formats: largest safetensors file, e.g. 5GiB (default)")

@@ -18,6 +18,7 @@
 #include "engine/core/strings.h"
 #include "engine/runtime/engine.h"
 #include "engine/server/api_server.h"
+#include "engine/server/server_security.h"
 
 namespace lathe::cli {
 namespace {
@@ -27,6 +28,7 @@ struct ServeFlags {
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string api_key;
+  std::vector<std::string> allowed_origins;
   std::string served_model_name;
   std::string max_body_size = "32MiB";
   int max_waiting_requests = 4096;
@@ -74,10 +76,6 @@ std::string default_served_name(std::string path) {
   return name;
 }
 
-bool is_loopback(const std::string& host) {
-  return host == "127.0.0.1" || host == "localhost" || host == "::1" || starts_with(host, "127.");
-}
-
 int run_serve(EngineFlags& engine_flags, const ServeFlags& f) {
   if (!f.model_positional.empty()) {
     if (!engine_flags.model.empty() && engine_flags.model != f.model_positional) {
@@ -123,6 +121,7 @@ int run_serve(EngineFlags& engine_flags, const ServeFlags& f) {
   sc.host = f.host;
   sc.port = f.port;
   sc.api_key = f.api_key;
+  sc.allowed_origins = f.allowed_origins;
   sc.served_model_name = config->served_model_name;
   sc.max_body_bytes = body_limit;
   sc.max_connections = f.max_connections;
@@ -142,10 +141,7 @@ int run_serve(EngineFlags& engine_flags, const ServeFlags& f) {
   log_info(strformat("model: %s (%s), max-model-len %d, max-num-seqs %d",
                      server.value()->model_name().c_str(), e.model().path.c_str(),
                      e.config().scheduler.max_model_len, e.config().scheduler.max_num_seqs));
-  if (sc.api_key.empty() && !is_loopback(sc.host))
-    log_warning("listening on " + sc.host +
-                " without an API key: anyone who can reach this port can use it (pass "
-                "--api-key or set LATHE_API_KEY)");
+  if (const std::string warning = exposure_warning(sc); !warning.empty()) log_warning(warning);
   log_info("serving the OpenAI API at " + server.value()->url() + "/v1 (Ctrl-C stops)");
 
   const int sig = wait_for_signal();
@@ -176,6 +172,10 @@ void register_serve(CLI::App& app, int* exit_code) {
   cmd->add_option("--api-key", flags->api_key,
                   "require 'Authorization: Bearer KEY' on /v1/*, /tokenize and /detokenize")
       ->envname("LATHE_API_KEY");
+  cmd->add_option("--allowed-origins", flags->allowed_origins,
+                  "origins whose web pages may call the API (CORS), e.g. http://localhost:3000, "
+                  "or '*'; by default requests from web pages get 403")
+      ->delimiter(',');
   cmd->add_option("--served-model-name", flags->served_model_name,
                   "the model name clients send and see (default: the model file or folder name)");
   cmd->add_option("--max-body-size", flags->max_body_size,

@@ -7,7 +7,7 @@
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "Lathe: a workbench for LLM inference. Inspect, run, serve, benchmark and quantize "
+      "Lathe: a workbench for LLM inference. Inspect, run, serve, benchmark, quantize and evaluate "
       "Llama-family models\n"
       "(GGUF files and Hugging Face folders) on the CPU or NVIDIA GPUs."};
   app.require_subcommand(1);
@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   lathe::cli::register_serve(app, &exit_code);
   lathe::cli::register_bench(app, &exit_code);
   lathe::cli::register_quantize(app, &exit_code);
+  lathe::cli::register_eval(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -12,6 +12,7 @@ PACKAGES=(
   xvfb xauth libgl1-mesa-dev imagemagick x11-apps
   python3 python3-venv python3-pip unzip curl
   dpkg-dev file
+  clang-14 libclang-rt-14-dev  # fuzz targets and sanitizer builds (scripts/fuzz.sh, scripts/sanitize.sh)
 )
 
 missing=()

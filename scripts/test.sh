@@ -10,6 +10,7 @@ cd "$(dirname "$0")/.."
 ./scripts/fetch-default-model.sh
 ./scripts/fetch-test-assets.sh
 ./scripts/fetch-quant-tools.sh
+./scripts/fetch-eval-text.sh
 ./scripts/build.sh
 cd build/release
 ctest --output-on-failure --timeout 1200 -j "${LATHE_TEST_JOBS:-2}" "$@"

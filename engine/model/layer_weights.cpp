@@ -65,9 +65,11 @@ std::string format_label(const WeightMatrix& m) {
 // Formats joined with '+', most bytes first.
 std::string join_by_bytes(std::vector<std::pair<int64_t, std::string>> parts) {
   std::vector<std::pair<int64_t, std::string>> merged;
-  for (const auto& [bytes, label] : parts) {
+  for (const auto& part : parts) {
+    const auto& [bytes, label] = part;
+    // (Captures `part`, not the binding: clang 14, the fuzz preset's compiler, cannot capture one.)
     auto it = std::find_if(merged.begin(), merged.end(),
-                           [&](const auto& p) { return p.second == label; });
+                           [&](const auto& p) { return p.second == part.second; });
     if (it == merged.end())
       merged.emplace_back(bytes, label);
     else

@@ -126,8 +126,9 @@ std::vector<std::pair<std::string, std::string>> summarize_dtypes(const ModelCon
     std::vector<std::pair<int64_t, DType>> bytes;  // bytes per dtype in this group
     for (const auto& [name, t] : store.tensors()) {
       if (std::string(tensor_group(name)) != group) continue;
+      const DType dtype = t.dtype;  // (clang 14 cannot capture a structured binding)
       auto it = std::find_if(bytes.begin(), bytes.end(),
-                             [&](const auto& p) { return p.second == t.dtype; });
+                             [&](const auto& p) { return p.second == dtype; });
       if (it == bytes.end())
         bytes.emplace_back(t.nbytes(), t.dtype);
       else
@@ -150,8 +151,9 @@ DType dominant_layer_dtype(const WeightStore& store, DType fallback) {
   std::vector<std::pair<int64_t, DType>> bytes;
   for (const auto& [name, t] : store.tensors()) {
     if (t.ndim != 2 || !starts_with(name, "blk.")) continue;
-    auto it = std::find_if(bytes.begin(), bytes.end(),
-                           [&](const auto& p) { return p.second == t.dtype; });
+    const DType dtype = t.dtype;  // (clang 14 cannot capture a structured binding)
+    auto it =
+        std::find_if(bytes.begin(), bytes.end(), [&](const auto& p) { return p.second == dtype; });
     if (it == bytes.end())
       bytes.emplace_back(t.nbytes(), t.dtype);
     else

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "engine/core/atomic_file.h"
 #include "engine/core/strings.h"
 
 namespace lathe {
@@ -23,16 +24,6 @@ std::string os_error() {
 fs::path parent_of(const std::string& path) {
   const fs::path p = fs::absolute(fs::path(path));
   return p.has_parent_path() ? p.parent_path() : fs::path(".");
-}
-
-Status fsync_path(const fs::path& p, bool directory) {
-  const int fd = ::open(p.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
-  if (fd < 0) return io_error(p.string() + ": cannot open to sync: " + os_error());
-  const int rc = ::fsync(fd);
-  const std::string err = rc != 0 ? os_error() : "";
-  ::close(fd);
-  if (rc != 0 && !directory) return io_error(p.string() + ": fsync failed: " + err);
-  return Status();
 }
 
 }  // namespace
@@ -101,7 +92,7 @@ Status AtomicOutput::commit() {
   std::error_code ec;
   if (is_folder_) {
     for (const auto& entry : fs::recursive_directory_iterator(temp_, ec))
-      if (entry.is_regular_file()) LATHE_RETURN_IF_ERROR(fsync_path(entry.path(), false));
+      if (entry.is_regular_file()) LATHE_RETURN_IF_ERROR(fsync_path(entry.path().string(), false));
     LATHE_RETURN_IF_ERROR(fsync_path(temp_, true));
   } else {
     LATHE_RETURN_IF_ERROR(fsync_path(temp_, false));
@@ -121,7 +112,7 @@ Status AtomicOutput::commit() {
   }
   committed_ = true;
   if (!old.empty()) fs::remove_all(old, ec);
-  return fsync_path(parent_of(final_), true);
+  return fsync_path(parent_of(final_).string(), true);
 }
 
 Result<FileWriter> FileWriter::create(const std::string& path) {

@@ -10,6 +10,20 @@
 namespace lathe {
 namespace {
 
+// x . w over n entries in double, four interleaved partial sums (independent chains).
+inline double dot4(const float* x, const float* w, int64_t n) {
+  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    s0 += static_cast<double>(x[j]) * w[j];
+    s1 += static_cast<double>(x[j + 1]) * w[j + 1];
+    s2 += static_cast<double>(x[j + 2]) * w[j + 2];
+    s3 += static_cast<double>(x[j + 3]) * w[j + 3];
+  }
+  for (; j < n; ++j) s0 += static_cast<double>(x[j]) * w[j];
+  return (s0 + s1) + (s2 + s3);
+}
+
 // w_mean: per input channel, the mean over all rows of all linears of |w| relative to its group's
 // max |w| (AutoAWQ's normalisation).
 std::vector<double> weight_means(const std::vector<AwqLinear>& linears, int64_t k, int64_t g) {
@@ -128,11 +142,8 @@ Result<std::vector<float>> awq_search_clip(const float* w, int64_t rows, int64_t
         const float* wg = w + r * k + gi * g;
         float amax = 0.f;
         for (int64_t j = 0; j < g; ++j) amax = std::max(amax, std::fabs(wg[j]));
-        for (int64_t t = 0; t < tokens; ++t) {
-          double s = 0.0;
-          for (int64_t j = 0; j < g; ++j) s += static_cast<double>(x[t * k + gi * g + j]) * wg[j];
-          org[static_cast<size_t>(t)] = s;
-        }
+        for (int64_t t = 0; t < tokens; ++t)
+          org[static_cast<size_t>(t)] = dot4(x + t * k + gi * g, wg, g);
         double best_err = std::numeric_limits<double>::infinity();
         float best_max = amax;
         for (int i = 0; i < std::max(steps, 1); ++i) {
@@ -148,10 +159,7 @@ Result<std::vector<float>> awq_search_clip(const float* w, int64_t rows, int64_t
           for (float& v : qw) v = int_value(int_code(v, p, max_code), p);
           double err = 0.0;
           for (int64_t t = 0; t < tokens; ++t) {
-            double s = 0.0;
-            for (int64_t j = 0; j < g; ++j)
-              s += static_cast<double>(x[t * k + gi * g + j]) * qw[static_cast<size_t>(j)];
-            const double d = s - org[static_cast<size_t>(t)];
+            const double d = dot4(x + t * k + gi * g, qw.data(), g) - org[static_cast<size_t>(t)];
             err += d * d;
           }
           err /= static_cast<double>(tokens);

@@ -46,13 +46,13 @@ class HfQuantWriter final : public QuantOutputWriter {
       : source_(source), scheme_(scheme), max_shard_bytes_(max_shard_bytes) {}
 
   Status plan() {
-    dtype16_ = hf_output_dtype(source_);
+    dtype16_ = scheme_.kind == QuantKind::kDense ? scheme_.dense_dtype : hf_output_dtype(source_);
     dtype16_name_ = dtype16_ == DType::kF16 ? "F16" : "BF16";
     const ModelConfig& c = source_.config();
     for (const ExpectedTensor& t : expected_tensors(c)) {
       order_.push_back(t.name);
       const std::string hf = hf_name_from_canonical(t.name);
-      if (!is_quantized_linear(t.name)) {
+      if (!is_quantized(t.name)) {
         specs_.push_back({hf, dtype16_name_, t.shape});
         continue;
       }
@@ -65,7 +65,9 @@ class HfQuantWriter final : public QuantOutputWriter {
 
   bool output_is_folder() const override { return true; }
   const std::vector<std::string>& order() const override { return order_; }
-  bool is_quantized(const std::string& name) const override { return is_quantized_linear(name); }
+  bool is_quantized(const std::string& name) const override {
+    return scheme_.kind != QuantKind::kDense && is_quantized_linear(name);
+  }
 
   int64_t expected_bytes() const override {
     int64_t side = 1 << 20;  // configs
@@ -92,12 +94,26 @@ class HfQuantWriter final : public QuantOutputWriter {
   Status write_tensor(const std::string& name, std::vector<float> data) override {
     const std::string hf = hf_name_from_canonical(name);
     const std::vector<int64_t> shape = source_.shape(name);
-    if (!is_quantized_linear(name)) {
+    if (!is_quantized(name)) {
       const std::vector<uint8_t> bytes = float_bytes(data, dtype16_name_);
       return writer_->write(hf, bytes.data(), bytes.size());
     }
     ++num_quantized_;
     LATHE_ASSIGN_OR_RETURN(std::vector<PackedTensor> packed, pack(prefix_of(hf), data, shape));
+    for (const PackedTensor& p : packed)
+      LATHE_RETURN_IF_ERROR(writer_->write(p.spec.name, p.data.data(), p.data.size()));
+    return Status();
+  }
+
+  Status write_quantized(const std::string& name, const IntQuantizedMatrix& q) override {
+    if (scheme_.kind != QuantKind::kInt || !is_quantized_linear(name))
+      return internal_error("write_quantized: " + name + " is not an integer-quantized linear");
+    const std::vector<int64_t> shape = source_.shape(name);
+    if (q.rows != shape[0] || q.cols != shape[1])
+      return internal_error("write_quantized: " + name + " has the wrong shape");
+    ++num_quantized_;
+    LATHE_ASSIGN_OR_RETURN(std::vector<PackedTensor> packed,
+                           pack_int(prefix_of(hf_name_from_canonical(name)), q));
     for (const PackedTensor& p : packed)
       LATHE_RETURN_IF_ERROR(writer_->write(p.spec.name, p.data.data(), p.data.size()));
     return Status();
@@ -152,6 +168,11 @@ class HfQuantWriter final : public QuantOutputWriter {
       return pack_ct_fp8_linear(prefix, quantize_fp8(w.data(), n, k, scheme_.fp8));
     LATHE_ASSIGN_OR_RETURN(IntQuantizedMatrix q,
                            quantize_int_rtn(w.data(), n, k, scheme_.int_config));
+    return pack_int(prefix, q);
+  }
+
+  Result<std::vector<PackedTensor>> pack_int(const std::string& prefix,
+                                             const IntQuantizedMatrix& q) const {
     switch (scheme_.format) {
       case QuantOutputFormat::kGptq:
         return pack_gptq_linear(prefix, q);
@@ -167,7 +188,8 @@ class HfQuantWriter final : public QuantOutputWriter {
     if (scheme_.kind == QuantKind::kFp8) return ct_fp8_quantization_config_json(scheme_.fp8);
     switch (scheme_.format) {
       case QuantOutputFormat::kGptq:
-        return gptq_quantize_config_json({c.bits, c.group_size, c.symmetric, false, 0.1, "rtn"});
+        return gptq_quantize_config_json({c.bits, c.group_size, c.symmetric, scheme_.desc_act,
+                                          scheme_.damp_percent, scheme_.name});
       case QuantOutputFormat::kAwq:
         return awq_quantization_config_json(c.group_size, true);
       default:
@@ -193,7 +215,11 @@ class HfQuantWriter final : public QuantOutputWriter {
       config["torch_dtype"] = torch_dtype;
       if (config.contains("dtype")) config["dtype"] = torch_dtype;
     }
-    config["quantization_config"] = ojson::parse(quantization_config_json());
+    if (scheme_.kind != QuantKind::kDense) {
+      config["quantization_config"] = ojson::parse(quantization_config_json());
+    } else {
+      config.erase("quantization_config");
+    }
     LATHE_RETURN_IF_ERROR(write_small_file(folder_ + "/config.json", config.dump(2) + "\n"));
     if (scheme_.kind == QuantKind::kInt && scheme_.format == QuantOutputFormat::kGptq)
       LATHE_RETURN_IF_ERROR(

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/core/status.h"
+#include "engine/quant/int_quant.h"
 
 namespace lathe {
 
@@ -31,6 +32,12 @@ class QuantOutputWriter {
   virtual Status begin(const std::string& temp_path) = 0;
   // The next tensor of order(); `data` is consumed.
   virtual Status write_tensor(const std::string& name, std::vector<float> data) = 0;
+  // The next tensor of order(), a linear whose codes the caller chose (GPTQ, AWQ) on the scheme's
+  // grid, instead of write_tensor()'s round-to-nearest. Writers of integer schemes take it.
+  virtual Status write_quantized(const std::string& name, const IntQuantizedMatrix& q) {
+    (void)q;
+    return internal_error("this output format takes no pre-quantized tensor (" + name + ")");
+  }
   // Writes what follows the tensors (index, configs, tokenizer files) and syncs nothing (the
   // AtomicOutput does). Returns lines worth telling the user (e.g. the tensor type counts).
   virtual Result<std::vector<std::string>> finish() = 0;

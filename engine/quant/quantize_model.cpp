@@ -2,10 +2,13 @@
 
 #include <chrono>
 #include <filesystem>
+#include <optional>
 
 #include "engine/core/log.h"
 #include "engine/core/strings.h"
+#include "engine/model/model_loader.h"
 #include "engine/quant/atomic_output.h"
+#include "engine/quant/calibrated_quantizer.h"
 #include "engine/quant/gguf_quant_writer.h"
 #include "engine/quant/hf_quant_writer.h"
 
@@ -38,6 +41,8 @@ Result<std::unique_ptr<QuantizeJob>> QuantizeJob::prepare(const QuantizeRequest&
   // Cheap checks first: the scheme and the output name need no model.
   LATHE_RETURN_IF_ERROR(resolve_quant_scheme(r.scheme, DType::kBF16).status());
   LATHE_RETURN_IF_ERROR(check_output_path(r.output, r.force));
+  LATHE_ASSIGN_OR_RETURN(const QuantScheme early, resolve_quant_scheme(r.scheme, DType::kBF16));
+  if (early.needs_calibration()) LATHE_RETURN_IF_ERROR(check_calibration_config(r.calibration));
   const fs::path out_abs = fs::weakly_canonical(fs::absolute(r.output));
   if (out_abs == fs::weakly_canonical(fs::absolute(r.model)))
     return invalid_argument(r.output + " is the source model itself; write to another name");
@@ -52,6 +57,16 @@ Result<std::unique_ptr<QuantizeJob>> QuantizeJob::prepare(const QuantizeRequest&
   } else {
     LATHE_ASSIGN_OR_RETURN(job->writer_,
                            make_hf_quant_writer(job->source_, job->scheme_, r.max_shard_bytes));
+  }
+  if (job->scheme_.needs_calibration()) {
+    // The tokenizer and chat template (QuantSource reads weights only).
+    LATHE_ASSIGN_OR_RETURN(LoadedModel with_tokenizer, load_model(r.model));
+    if (with_tokenizer.tokenizer == nullptr)
+      return invalid_argument(r.model + " has no tokenizer; --scheme " + job->scheme_.name +
+                              " needs one to read the calibration text");
+    LATHE_ASSIGN_OR_RETURN(
+        job->calibration_,
+        load_calibration(r.calibration, *with_tokenizer.tokenizer, with_tokenizer.chat_template));
   }
   LATHE_RETURN_IF_ERROR(check_free_space(r.output, job->writer_->expected_bytes()));
   return job;
@@ -74,6 +89,18 @@ Result<QuantizeResult> QuantizeJob::run(const QuantizeProgressFn& progress,
     total_elems += source_.has(name) ? n : 0;
   }
   QuantizeResult result;
+  std::optional<CalibratedQuantizer> calibrated;
+  CalibratedBlock block;  // the calibrated block being written
+  if (scheme_.needs_calibration()) {
+    LATHE_ASSIGN_OR_RETURN(CalibratedQuantizer cq,
+                           CalibratedQuantizer::create(source_, scheme_, calibration_));
+    calibrated.emplace(std::move(cq));
+    result.notes.push_back(
+        strformat("calibrated on %zu samples, %lld tokens (%s, %s)", calibration_.samples.size(),
+                  static_cast<long long>(calibration_.num_tokens()), calibration_.origin.c_str(),
+                  calibration_format_name(calibration_.format)));
+    if (!calibration_.note.empty()) result.notes.push_back(calibration_.note);
+  }
   QuantizeProgress p;
   p.tensors_total = static_cast<int64_t>(order.size());
   p.num_layers = source_.config().num_layers;
@@ -92,7 +119,22 @@ Result<QuantizeResult> QuantizeJob::run(const QuantizeProgressFn& progress,
     } else {
       ++result.kept_tensors;
     }
-    LATHE_RETURN_IF_ERROR(writer_->write_tensor(name, std::move(data)));
+    const int64_t layer = layer_of(name);
+    if (calibrated && layer >= 0 && layer == calibrated->next_layer()) {
+      Result<CalibratedBlock> b = calibrated->quantize_block(layer, cancel);
+      if (!b.is_ok() && b.status().code() == ErrorCode::kCancelled)
+        return cancelled("interrupted; nothing was written under " + request_.output);
+      LATHE_RETURN_IF_ERROR(b.status());
+      block = std::move(b).value();
+      for (const std::string& n : block.notes) result.notes.push_back(n);
+    }
+    if (auto q = block.linears.find(name); q != block.linears.end()) {
+      LATHE_RETURN_IF_ERROR(writer_->write_quantized(name, q->second));
+    } else if (auto f = block.replaced.find(name); f != block.replaced.end()) {
+      LATHE_RETURN_IF_ERROR(writer_->write_tensor(name, std::move(f->second)));
+    } else {
+      LATHE_RETURN_IF_ERROR(writer_->write_tensor(name, std::move(data)));
+    }
     if (progress) {
       p.tensors_done = static_cast<int64_t>(i) + 1;
       p.tensor = name;

@@ -1,10 +1,13 @@
-// `lathe quantize` as an engine call: a calibration-free quantization of a whole model from its
-// source (quant_source.h) to an output format (quant_output.h), with progress and cancellation.
+// `lathe quantize` as an engine call: the quantization of a whole model from its source
+// (quant_source.h) to an output format (quant_output.h), with progress and cancellation. The
+// calibrated schemes (gptq, awq) read their calibration set in prepare() and quantize one block at
+// a time in run() (calibrated_quantizer.h); every other scheme quantizes tensor by tensor.
 //
 // prepare() does every check that can fail before any long work starts: the scheme and its flags
 // (quant_scheme.h), the source and its dtypes, the output name (exists without force), every
 // tensor's shape against the scheme (a group size that does not divide a layer's inputs names the
-// layer), and the free disk space against the planned output size. run() then reads, quantizes
+// layer), the calibration set (gptq, awq: an empty file or one that is not text is refused here),
+// and the free disk space against the planned output size. run() then reads, quantizes
 // and writes one tensor at a time under a temporary name and renames the result into place at the
 // end (atomic_output.h): a failure or a cancellation leaves nothing under the output name.
 #pragma once
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "engine/core/status.h"
+#include "engine/quant/calibration.h"
 #include "engine/quant/quant_output.h"
 #include "engine/quant/quant_scheme.h"
 #include "engine/quant/quant_source.h"
@@ -29,6 +33,7 @@ struct QuantizeRequest {
   QuantSchemeRequest scheme;
   bool force = false;                          // replace an existing output
   int64_t max_shard_bytes = int64_t{5} << 30;  // HF outputs
+  CalibrationConfig calibration;               // gptq, awq
 };
 
 struct QuantizeProgress {
@@ -59,6 +64,8 @@ class QuantizeJob {
   const QuantScheme& scheme() const { return scheme_; }
   const QuantSource& source() const { return source_; }
   int64_t expected_bytes() const { return writer_->expected_bytes(); }
+  // gptq, awq: the calibration set read by prepare() (empty otherwise).
+  const CalibrationSet& calibration() const { return calibration_; }
 
   // Runs the job once. `cancel` (may be null) is polled between tensors: when set, the job stops
   // with kCancelled and removes its temporary output.
@@ -70,6 +77,7 @@ class QuantizeJob {
   QuantSource source_;
   QuantScheme scheme_;
   std::unique_ptr<QuantOutputWriter> writer_;
+  CalibrationSet calibration_;
 };
 
 }  // namespace lathe

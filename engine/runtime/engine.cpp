@@ -230,6 +230,7 @@ class EngineImpl final : public Engine {
       o.add_generation_prompt = spec.add_generation_prompt;
       if (tok->bos_id() >= 0) o.bos_token = tok->token_bytes(tok->bos_id());
       if (tok->eos_id() >= 0) o.eos_token = tok->token_bytes(tok->eos_id());
+      o.variables_json = spec.chat_variables_json;
       LATHE_ASSIGN_OR_RETURN(std::string text, chat_template_->render(spec.messages, o));
       EncodeOptions eo;
       eo.add_special_tokens = false;  // the template writes BOS itself when the model wants it

@@ -73,6 +73,8 @@ void EngineCore::add_request(CoreRequest request) {
   OutputProcessor output(config_.tokenizer, request.sampling, config_.eos_ids);
   auto active =
       std::make_unique<Active>(Active{std::move(request), std::move(output), {}, 0, num_prompt});
+  if (active->req.sampling.constraint)
+    active->constraint_state = active->req.sampling.constraint->start();
   active->timeline.arrival = active->req.arrival;
   const RequestId id = active->req.id;
   scheduler_.add(std::move(seq));
@@ -129,7 +131,11 @@ SamplingRow EngineCore::sampling_row(const Active& a, std::span<const TokenId> d
   in.num_prompt_tokens = seq->num_prompt_tokens;
   in.stop_ids = a.output.end_token_ids();
   in.drafts = drafts;
-  return make_sampling_row(in);
+  SamplingRow row = make_sampling_row(in);
+  // Constrained sequences never carry drafts (propose_drafts), so the state is the row's.
+  if (a.req.sampling.constraint)
+    row.allowed = a.req.sampling.constraint->allowed(a.constraint_state, in.stop_ids);
+  return row;
 }
 
 void EngineCore::propose_drafts() {
@@ -140,6 +146,8 @@ void EngineCore::propose_drafts() {
     // A step with d drafts yields up to d + 1 tokens: stay within max_tokens (which the engine has
     // already clamped to max-model-len).
     const Active& a = *active_.at(seq->id);
+    // A constrained sequence's mask depends on each accepted token: no drafts.
+    if (a.req.sampling.constraint) continue;
     const int32_t max_drafts =
         std::min(k, a.req.sampling.max_tokens - seq->num_output_tokens() - 1);
     token_buffer_.clear();
@@ -208,7 +216,8 @@ bool EngineCore::next_step_continues(const SchedulerOutput& out, const ModelInpu
     const Active& a = *active_.at(s.id);
     const int32_t after = a.output.num_output_tokens() + 1;  // outputs once this step's is added
     const SamplingParams& p = a.req.sampling;
-    if (after >= p.max_tokens || after == p.min_tokens) return false;
+    // A constrained row's mask changes with the token this step samples.
+    if (after >= p.max_tokens || after == p.min_tokens || p.constraint) return false;
   }
   return true;
 }
@@ -315,6 +324,8 @@ void EngineCore::take_tokens(RequestId id, std::span<SampledToken> tokens, int64
     u.itl_s.push_back(seconds(u.time - t.token_times.back()));
   }
   for (SampledToken& tok : tokens) {
+    if (a.req.sampling.constraint)
+      a.constraint_state = a.req.sampling.constraint->advance(a.constraint_state, tok.token);
     t.token_times.push_back(u.time);
     ++u.num_generated_tokens;
     OutputDelta d = a.output.add_token(tok.token);

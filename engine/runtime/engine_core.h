@@ -75,6 +75,7 @@ class EngineCore {
     RequestTimeline timeline;
     int32_t num_cached_tokens = 0;
     int32_t num_prompt_tokens = 0;
+    int32_t constraint_state = 0;  // with req.sampling.constraint: the state after the output
   };
   // `callback` points into an Active that outlives delivery: one still in active_, or `owner`
   // (finish() moves a request out of active_ into its final event), so no std::function is copied

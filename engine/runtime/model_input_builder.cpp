@@ -65,6 +65,7 @@ SamplingRow make_sampling_row(const SamplingRowInput& in) {
       static_cast<int32_t>(in.tokens.size() + in.drafts.size()) - in.num_prompt_tokens;
   row.step = static_cast<uint64_t>(num_output);
   row.num_logprobs = p.logprobs;
+  row.logit_bias = p.logit_bias;
   if (num_output < p.min_tokens) row.banned_tokens.assign(in.stop_ids.begin(), in.stop_ids.end());
   if (p.has_penalties()) {
     row.history_tokens.reserve(in.tokens.size() + in.drafts.size());

@@ -18,7 +18,8 @@ ModelInput build_model_input(const SchedulerOutput& out, int32_t block_size);
 // first drafts.size() drafts, as if they were accepted):
 //   seed/step: the RNG stream (step = index of the token being sampled among the outputs);
 //   banned_tokens: `stop_ids` (EOS and stop token ids) while fewer than min_tokens are generated;
-//   history: prompt ++ output ++ drafts, only when a penalty is active.
+//   history: prompt ++ output ++ drafts, only when a penalty is active;
+//   logit_bias: the request's, copied per row.
 struct SamplingRowInput {
   const SamplingParams* params = nullptr;
   uint64_t seed = 0;

@@ -23,11 +23,23 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "engine/tokenizer/tokenizer.h"
 
 namespace lathe {
+
+// A bias added to one token's logit (OpenAI's logit_bias: -100..100; -100 in effect bans it).
+struct TokenBias {
+  TokenId token = -1;
+  float bias = 0.0f;
+  bool operator==(const TokenBias&) const = default;
+};
+
+// Which tokens a row may sample (constrained decoding): bit t of word t / 32 set = token t
+// allowed. At least ceil(V / 32) words; bits past V are ignored. Shared, never mutated once made.
+using TokenMask = std::vector<uint32_t>;
 
 // Sampling for one sampled sequence (a row of the logits). Mirrors SamplingParams, plus the state
 // the sampler needs that lives with the sequence.
@@ -44,6 +56,10 @@ struct SamplingRow {
   int32_t num_logprobs = -1;  // -1: none; 0: chosen only; k: chosen + top-k
   // Token ids masked out (logit = -inf) this step: EOS/stop ids while min_tokens is not reached.
   std::vector<TokenId> banned_tokens;
+  // Per-row sparse logit bias (the request's logit_bias), applied after the bans.
+  std::vector<TokenBias> logit_bias;
+  // Constrained decoding: tokens outside the mask get -inf, after the bias; null = no constraint.
+  std::shared_ptr<const TokenMask> allowed;
   // Penalty history, only filled when a penalty is active: history_tokens = prompt ++ output,
   // history_prompt_len = prompt length (repetition penalty uses all; presence/frequency the
   // output).
@@ -51,7 +67,15 @@ struct SamplingRow {
   int32_t history_prompt_len = 0;
 
   bool is_greedy() const { return temperature < 1e-5f; }
-  bool operator==(const SamplingRow&) const = default;
+  bool operator==(const SamplingRow& o) const {
+    return temperature == o.temperature && top_p == o.top_p && top_k == o.top_k &&
+           min_p == o.min_p && repetition_penalty == o.repetition_penalty &&
+           presence_penalty == o.presence_penalty && frequency_penalty == o.frequency_penalty &&
+           seed == o.seed && step == o.step && num_logprobs == o.num_logprobs &&
+           banned_tokens == o.banned_tokens && logit_bias == o.logit_bias &&
+           (allowed == o.allowed || (allowed && o.allowed && *allowed == *o.allowed)) &&
+           history_tokens == o.history_tokens && history_prompt_len == o.history_prompt_len;
+  }
 };
 
 struct ModelInput {

@@ -42,7 +42,9 @@ class ModelRunner {
 
   // Runs the forward pass and returns the raw logits (float32) of the sampled rows, row-major
   // [num_sample_rows(), vocab_size] (sample_seqs.size() rows without drafts). For tests and
-  // evaluation (perplexity).
+  // evaluation: a sequence whose sample count is its query length gives the logits of every
+  // position of the step (engine/eval/evaluate.h runs windows that way, in chunks of at most the
+  // runner's logits rows: max_num_seqs on CUDA).
   virtual Result<std::vector<float>> compute_logits(const ModelInput& input) = 0;
 
   virtual int64_t vocab_size() const = 0;

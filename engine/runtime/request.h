@@ -30,6 +30,9 @@ struct RequestSpec {
   std::vector<TokenId> prompt_tokens;  // or ids as given
   std::vector<ChatMessage> messages;   // or a chat, rendered through the chat template
   bool add_generation_prompt = true;   // chat only
+  // Chat only: a JSON object of extra template variables (e.g. {"tools": [...]}), as
+  // ChatRenderOptions::variables_json; empty for none.
+  std::string chat_variables_json;
   SamplingParams sampling;
   std::string client_id;  // echoed in logs and metrics ("chatcmpl-..."); optional
 };

@@ -161,6 +161,15 @@ SampledToken sample_token(float* logits, int64_t vocab_size, const SamplingRow& 
     if (std::isnan(logits[i])) logits[i] = kNegInf;
   for (TokenId t : row.banned_tokens)
     if (t >= 0 && t < vocab_size) logits[t] = kNegInf;
+  for (const TokenBias& b : row.logit_bias)
+    if (b.token >= 0 && b.token < vocab_size) logits[b.token] += b.bias;
+  if (row.allowed) {
+    const TokenMask& mask = *row.allowed;
+    const int64_t covered = std::min<int64_t>(vocab_size, static_cast<int64_t>(mask.size()) * 32);
+    for (int64_t i = 0; i < covered; ++i)
+      if (((mask[static_cast<size_t>(i >> 5)] >> (i & 31)) & 1u) == 0) logits[i] = kNegInf;
+    for (int64_t i = covered; i < vocab_size; ++i) logits[i] = kNegInf;
+  }
   apply_penalties(logits, vocab_size, row);
 
   const float max_logit = logits[argmax(logits, vocab_size)];

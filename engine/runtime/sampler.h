@@ -2,7 +2,9 @@
 // same contract, step by step, so that seeded sampling agrees across backends. l_i is the logit of
 // token i (float32), V the vocabulary size.
 //   0. NaN logits count as -inf.
-//   1. banned tokens (ids outside [0, V) are ignored) -> -inf.
+//   1. banned tokens (ids outside [0, V) are ignored) -> -inf; then each logit_bias entry in range:
+//      l_t = l_t + bias (in list order); then, with an `allowed` mask, every token whose bit is
+//      clear -> -inf.
 //   2. penalties, when set:
 //      repetition r != 1: each DISTINCT token t of history_tokens (prompt and output):
 //        l_t = l_t > 0 ? l_t / r : l_t * r.

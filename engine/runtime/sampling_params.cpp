@@ -43,6 +43,17 @@ Status SamplingParams::validate(int64_t vocab_size) const {
   if (logprobs < -1 || logprobs > kMaxLogprobs)
     return invalid_argument(
         strformat("logprobs must be in [0, %d] (or unset), got %d", kMaxLogprobs, logprobs));
+  if (logit_bias.size() > kMaxLogitBias)
+    return invalid_argument(strformat("logit_bias takes at most %zu tokens, got %zu", kMaxLogitBias,
+                                      logit_bias.size()));
+  for (const TokenBias& b : logit_bias) {
+    if (b.token < 0 || b.token >= vocab_size)
+      return invalid_argument(strformat("logit_bias: token %d is outside the vocabulary [0, %lld)",
+                                        b.token, static_cast<long long>(vocab_size)));
+    if (!(b.bias >= -100.0f && b.bias <= 100.0f))
+      return invalid_argument(strformat(
+          "logit_bias: the bias of token %d must be in [-100, 100], got %g", b.token, b.bias));
+  }
   return Status::ok();
 }
 

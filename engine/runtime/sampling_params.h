@@ -3,14 +3,19 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/core/status.h"
+#include "engine/runtime/model_io.h"
+#include "engine/runtime/token_constraint.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace lathe {
+
+inline constexpr size_t kMaxLogitBias = 1024;
 
 struct SamplingParams {
   float temperature = 1.0f;  // 0 (or below 1e-5) = greedy
@@ -31,6 +36,13 @@ struct SamplingParams {
   bool ignore_eos = false;              // keep going past EOS (benchmarks)
   bool skip_special_tokens = true;      // leave control tokens out of the text
   int32_t logprobs = -1;  // -1: none; 0: the chosen token's logprob; k > 0: also top-k
+  // OpenAI's logit_bias: added to these tokens' logits before sampling, each in [-100, 100], at
+  // most kMaxLogitBias entries, ids inside the vocabulary.
+  std::vector<TokenBias> logit_bias;
+  // Constrained decoding (structured output, tool calls): which tokens may come next; null =
+  // unconstrained. Shared by the choices of one request; used by the engine thread once
+  // submitted (token_constraint.h).
+  std::shared_ptr<TokenConstraint> constraint;
 
   bool is_greedy() const { return temperature < 1e-5f; }
   bool has_penalties() const {

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/core/status.h"
 #include "engine/server/request_log.h"
@@ -31,6 +32,10 @@ struct ServerConfig {
   int port = 8000;                 // 0: any free port (read it back with port())
   std::string
       api_key;  // non-empty: /v1/*, /tokenize and /detokenize need "Authorization: Bearer <key>"
+  // Origins whose browser pages may call the server (CORS, as vLLM's --allowed-origins); "*" for
+  // any. Empty: no CORS headers, and a request with an Origin header gets 403
+  // (server_security.h).
+  std::vector<std::string> allowed_origins;
   std::string served_model_name;  // empty: the engine's served_model_name, else the model's name
   int64_t max_body_bytes = 32ll << 20;  // larger request bodies get 413
   int32_t max_connections = 2048;       // connections served at once (a thread each)

@@ -2,9 +2,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <memory>
 
 #include "engine/core/strings.h"
+#include "engine/server/guided_decoding.h"
 #include "engine/server/openai_response.h"
 #include "engine/server/request_stream.h"
 
@@ -106,6 +108,12 @@ MaybeApiError fit_context(const ServerContext& ctx, OpenAiRequest& r) {
   }
   if (r.spec.sampling.min_tokens > max_tokens) r.spec.sampling.min_tokens = max_tokens;
   const int64_t vocab = ctx.engine.model().config.vocab_size;
+  for (const TokenBias& b : r.spec.sampling.logit_bias) {
+    if (b.token >= vocab)
+      return bad_request(strformat("logit_bias: token %d is outside the vocabulary [0, %lld)",
+                                   b.token, static_cast<long long>(vocab)),
+                         "logit_bias");
+  }
   for (const TokenId id : r.spec.sampling.stop_token_ids) {
     if (id >= vocab)
       return bad_request(strformat("stop_token_ids: %d is outside the vocabulary [0, %lld)", id,
@@ -115,9 +123,63 @@ MaybeApiError fit_context(const ServerContext& ctx, OpenAiRequest& r) {
   return {};
 }
 
-// One submitted request and what its connection thread needs to answer it. finish() does the
-// bookkeeping exactly once: the log entry, the active set; if the response was dropped before
-// completing (client gone, server stopping), it aborts the engine request.
+// The n choices of one request together: prompt tokens counted once (as OpenAI bills them),
+// completion tokens summed, cached tokens the most any choice had from the prefix cache.
+RequestUsage combined_usage(const RequestStream& stream) {
+  RequestUsage u;
+  for (int32_t i = 0; i < stream.num_choices(); ++i) {
+    const RequestUsage c = stream.final(i).usage;
+    u.prompt_tokens = std::max(u.prompt_tokens, c.prompt_tokens);
+    u.completion_tokens += c.completion_tokens;
+    u.cached_prompt_tokens = std::max(u.cached_prompt_tokens, c.cached_prompt_tokens);
+  }
+  return u;
+}
+
+// A choice's reply when the request uses tools: content goes out as long as no call can have
+// begun; what may be a call is held back and parsed at the end (tool_calls.h).
+class ToolReply {
+ public:
+  ToolReply(const OpenAiRequest& r, ToolSyntax syntax)
+      : syntax_(syntax),
+        forced_(r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kNamed),
+        named_(r.tool_choice == ToolChoice::kNamed ? r.tool_choice_name : std::string()),
+        names_(r.tool_names) {}
+
+  // The part of the text so far that is surely content and not sent yet.
+  std::string feed(const std::string& text) {
+    held_ += text;
+    size_t safe = 0;
+    if (!forced_)
+      safe = syntax_ == ToolSyntax::kLlama3 && sent_any_ ? held_.size()
+                                                         : tool_call_safe_prefix(syntax_, held_);
+    std::string out = held_.substr(0, safe);
+    held_.erase(0, safe);
+    sent_any_ |= !out.empty();
+    return out;
+  }
+  // At the end: the rest of the content and the calls.
+  ParsedReply finish() {
+    if (!forced_) return parse_tool_calls(syntax_, held_, names_);
+    ParsedReply r;
+    r.calls = parse_forced_calls(held_, named_);
+    if (r.calls.empty()) r.content = held_;  // cut short: no complete call
+    return r;
+  }
+
+ private:
+  ToolSyntax syntax_;
+  bool forced_;
+  std::string named_;
+  std::vector<std::string> names_;
+  std::string held_;
+  bool sent_any_ = false;
+};
+
+// One submitted request (n engine requests, one per choice) and what its connection thread needs
+// to answer it. finish() does the bookkeeping exactly once: the log entry, the active set; if the
+// response was dropped before completing (client gone, server stopping), it aborts the engine
+// requests.
 class GenerationJob {
  public:
   GenerationJob(ServerContext& ctx, OpenAiRequest request, ResponseHeader header,
@@ -126,22 +188,40 @@ class GenerationJob {
         request_(std::move(request)),
         header_(std::move(header)),
         received_(received),
-        stream_(std::make_shared<RequestStream>()) {}
+        stream_(std::make_shared<RequestStream>(request_.n)),
+        tool_syntax_(tool_syntax_of(ctx.engine.model().chat_template)) {}
   ~GenerationJob() { finish(/*client_gone=*/true); }
 
+  // Submits the n choices together (all or none). A seeded request's choice i gets seed + i, so
+  // the samples differ and each is reproducible; unseeded ones get a random seed each. Choices
+  // after the first find the prompt's full blocks in the prefix cache (published when the first
+  // is scheduled, even in the same step).
   Status submit() {
-    std::shared_ptr<RequestStream> stream = stream_;
-    Result<RequestId> id =
-        ctx_.engine.submit(request_.spec, [stream](const StreamEvent& e) { stream->on_event(e); });
-    if (!id.is_ok()) return id.status();
-    engine_id_ = id.value();
+    std::vector<RequestSpec> specs;
+    std::vector<StreamCallback> callbacks;
+    for (int32_t i = 0; i < request_.n; ++i) {
+      specs.push_back(request_.spec);
+      if (request_.spec.sampling.seed)
+        specs.back().sampling.seed = *request_.spec.sampling.seed + static_cast<uint64_t>(i);
+      std::shared_ptr<RequestStream> stream = stream_;
+      callbacks.push_back([stream, i](const StreamEvent& e) { stream->on_event(i, e); });
+    }
+    if (request_.n == 1) {
+      Result<RequestId> id = ctx_.engine.submit(specs[0], std::move(callbacks[0]));
+      if (!id.is_ok()) return id.status();
+      engine_ids_ = {id.value()};
+    } else {
+      Result<std::vector<RequestId>> ids = ctx_.engine.submit_batch(specs, std::move(callbacks));
+      if (!ids.is_ok()) return ids.status();
+      engine_ids_ = std::move(ids).value();
+    }
     submitted_ = true;
-    ctx_.add_active(engine_id_);
+    for (RequestId id : engine_ids_) ctx_.add_active(id);
     return Status();
   }
 
   // Ends the job: aborts when the client went away before the end, waits for the engine's final
-  // event, logs, and leaves the active set.
+  // events, logs, and leaves the active set.
   void finish(bool client_gone) {
     if (!submitted_ || finished_) return;
     finished_ = true;
@@ -151,74 +231,97 @@ class GenerationJob {
         disconnected = true;
         ctx_.client_disconnects.fetch_add(1);
       }
-      ctx_.engine.abort(engine_id_);
+      for (RequestId id : engine_ids_) ctx_.engine.abort(id);
       stream_->wait_finished(kAbortWait);
     }
-    const RequestStream::Final f = stream_->final();
+    const RequestStream::Final f = stream_->final(0);
+    const RequestUsage usage = combined_usage(*stream_);
     RequestLogEntry e;
     e.time = std::chrono::system_clock::now();
     e.id = header_.id;
     e.endpoint = endpoint_path(request_.endpoint);
     e.stream = request_.stream;
-    e.prompt_tokens = f.usage.prompt_tokens > 0
-                          ? f.usage.prompt_tokens
+    e.prompt_tokens = usage.prompt_tokens > 0
+                          ? usage.prompt_tokens
                           : static_cast<int32_t>(request_.spec.prompt_tokens.size());
-    e.completion_tokens = f.usage.completion_tokens;
-    e.cached_prompt_tokens = f.usage.cached_prompt_tokens;
+    e.completion_tokens = usage.completion_tokens;
+    e.cached_prompt_tokens = usage.cached_prompt_tokens;
     if (f.first_token != Clock::time_point{} && f.arrival != Clock::time_point{})
       e.ttft_ms = ms_between(f.arrival, f.first_token);
     if (f.usage.completion_tokens >= 2 && f.first_token != Clock::time_point{} &&
-        f.finished > f.first_token)
+        f.finished_at > f.first_token)
       e.tokens_per_s =
-          (f.usage.completion_tokens - 1) / (ms_between(f.first_token, f.finished) / 1000.0);
+          (f.usage.completion_tokens - 1) / (ms_between(f.first_token, f.finished_at) / 1000.0);
     e.e2e_ms = ms_between(received_, Clock::now());
     const char* reason = finish_reason_json(f.reason);
     e.finish_reason = reason != nullptr ? reason : "abort";
-    e.error = f.error;
+    for (int32_t i = 0; i < stream_->num_choices() && e.error.empty(); ++i)
+      e.error = stream_->final(i).error;
     e.client_disconnected = disconnected;
     ctx_.request_log.record(e);
-    ctx_.remove_active(engine_id_);
+    for (RequestId id : engine_ids_) ctx_.remove_active(id);
   }
 
-  // Streams the answer as server-sent events until the end or until the client goes away.
+  // Streams the answer as server-sent events until the end or until the client goes away. Chunks
+  // of the n choices interleave as their tokens come, each with its index.
   void stream(ResponseStream& out) {
-    LogprobsBuilder logprobs(request_.endpoint, ctx_.tokenizer, request_.top_logprobs);
-    bool first = true;
+    std::vector<LogprobsBuilder> logprobs(
+        static_cast<size_t>(request_.n),
+        LogprobsBuilder(request_.endpoint, ctx_.tokenizer, request_.top_logprobs));
+    std::vector<char> first(static_cast<size_t>(request_.n), 1);
+    std::vector<ToolReply> replies;
+    if (request_.uses_tools())
+      replies.assign(static_cast<size_t>(request_.n), ToolReply(request_, tool_syntax_));
     for (;;) {
       std::vector<RequestStream::Piece> pieces;
       const bool done = stream_->take(kPollInterval, &pieces);
-      RequestStream::Final fin;
-      ResponseFinish rf;
-      if (done) {
-        fin = stream_->final();
-        rf = ResponseFinish{fin.reason, fin.stop_reason, fin.usage};
-      }
       std::string buf;
-      bool finish_sent = false;
-      for (size_t i = 0; i < pieces.size(); ++i) {
+      for (const RequestStream::Piece& piece : pieces) {
+        const size_t i = static_cast<size_t>(piece.index);
+        RequestStream::Final fin;
+        ResponseFinish rf;
+        if (piece.last) {
+          fin = stream_->final(piece.index);
+          rf = ResponseFinish{fin.reason, false, fin.stop_reason, fin.usage};
+        }
         // The finish reason rides on the last token's chunk, as vLLM sends it (no extra chunk
         // that a client would count as one more token).
-        const bool last = done && i + 1 == pieces.size() && fin.reason != FinishReason::kError;
-        const bool has_lp = request_.logprobs && !pieces[i].logprobs.empty();
-        const nlohmann::json lp = has_lp ? logprobs.append(pieces[i].logprobs) : nlohmann::json();
+        const bool last = piece.last && fin.reason != FinishReason::kError;
+        const bool has_lp = request_.logprobs && !piece.logprobs.empty();
+        const nlohmann::json lp = has_lp ? logprobs[i].append(piece.logprobs) : nlohmann::json();
         // A token whose bytes are held back (an incomplete character, a possible stop string)
         // still gets its chunk, as vLLM sends it: clients time tokens by chunks, and models
         // without a tokenizer produce no text at all.
-        if (pieces[i].text.empty() && pieces[i].token_ids.empty() && !has_lp && !last) continue;
-        buf += stream_chunk_event(header_, pieces[i].text, first, has_lp ? &lp : nullptr,
-                                  last ? &rf : nullptr, request_.spec.sampling.stop,
-                                  request_.include_usage);
-        first = false;
-        finish_sent = last;
+        std::string text = piece.text;
+        std::vector<ToolCall> calls;
+        if (!replies.empty()) {
+          text = replies[i].feed(piece.text);
+          if (last) {
+            ParsedReply pr = replies[i].finish();
+            text += pr.content;
+            calls = std::move(pr.calls);
+          }
+        }
+        const auto& stop = request_.spec.sampling.stop;
+        if (!calls.empty()) {
+          // Content (if any), the calls whole, then the finish reason.
+          buf += stream_chunk_event(header_, piece.index, text, first[i] != 0,
+                                    has_lp ? &lp : nullptr, nullptr, stop, request_.include_usage);
+          buf += tool_calls_chunk_event(header_, piece.index, calls, false, request_.include_usage);
+          rf.tool_calls = true;
+          buf += stream_chunk_event(header_, piece.index, "", false, nullptr, &rf, stop,
+                                    request_.include_usage);
+        } else if (!text.empty() || !piece.token_ids.empty() || has_lp || last) {
+          buf +=
+              stream_chunk_event(header_, piece.index, text, first[i] != 0, has_lp ? &lp : nullptr,
+                                 last ? &rf : nullptr, stop, request_.include_usage);
+        }
+        first[i] = 0;
+        if (piece.last && fin.reason == FinishReason::kError)
+          buf += error_event(error_json(engine_failure(fin)));
       }
       if (done) {
-        if (fin.reason == FinishReason::kError) {
-          buf += error_event(error_json(engine_failure(fin)));
-        } else if (!finish_sent) {
-          buf += stream_chunk_event(header_, "", first, nullptr, &rf, request_.spec.sampling.stop,
-                                    request_.include_usage);
-        }
-        if (request_.include_usage) buf += usage_chunk_event(header_, fin.usage);
+        if (request_.include_usage) buf += usage_chunk_event(header_, combined_usage(*stream_));
         buf += done_event();
       }
       if (!buf.empty() && !out.write(buf)) return finish(/*client_gone=*/true);
@@ -229,14 +332,16 @@ class GenerationJob {
 
   // Waits for the whole answer; gives up (aborting) if the client disconnects meanwhile.
   HttpResponse wait_and_respond(const HttpRequest& http) {
-    std::string text;
-    std::vector<SampledToken> lps;
+    const size_t n = static_cast<size_t>(request_.n);
+    std::vector<std::string> texts(n);
+    std::vector<std::vector<SampledToken>> lps(n);
     for (;;) {
       std::vector<RequestStream::Piece> pieces;
       const bool done = stream_->take(kPollInterval * 2, &pieces);
       for (RequestStream::Piece& p : pieces) {
-        text += p.text;
-        lps.insert(lps.end(), p.logprobs.begin(), p.logprobs.end());
+        const size_t i = static_cast<size_t>(p.index);
+        texts[i] += p.text;
+        lps[i].insert(lps[i].end(), p.logprobs.begin(), p.logprobs.end());
       }
       if (done) break;
       if (http.client_alive && !http.client_alive()) {
@@ -245,18 +350,33 @@ class GenerationJob {
             ApiError{499, "the client closed the connection", "invalid_request_error"});
       }
     }
-    const RequestStream::Final fin = stream_->final();
     finish(/*client_gone=*/false);
-    if (fin.reason == FinishReason::kError) return error_response(engine_failure(fin));
-    nlohmann::json lp;
-    if (request_.logprobs) {
-      LogprobsBuilder builder(request_.endpoint, ctx_.tokenizer, request_.top_logprobs);
-      lp = builder.append(lps);
+    std::vector<nlohmann::json> lp_json(n);
+    std::vector<ResponseChoice> choices(n);
+    for (size_t i = 0; i < n; ++i) {
+      const RequestStream::Final fin = stream_->final(static_cast<int32_t>(i));
+      if (fin.reason == FinishReason::kError) return error_response(engine_failure(fin));
+      ResponseChoice& c = choices[i];
+      c.index = static_cast<int32_t>(i);
+      c.text = std::move(texts[i]);
+      c.finish = ResponseFinish{fin.reason, false, fin.stop_reason, fin.usage};
+      if (request_.uses_tools()) {
+        ToolReply reply(request_, tool_syntax_);
+        std::string content = reply.feed(c.text);
+        ParsedReply pr = reply.finish();
+        c.text = content + pr.content;
+        c.tool_calls = std::move(pr.calls);
+        c.finish.tool_calls = !c.tool_calls.empty();
+      }
+      if (request_.logprobs) {
+        LogprobsBuilder builder(request_.endpoint, ctx_.tokenizer, request_.top_logprobs);
+        lp_json[i] = builder.append(lps[i]);
+        c.logprobs = &lp_json[i];
+      }
     }
     HttpResponse r;
-    r.body =
-        completion_response(header_, text, ResponseFinish{fin.reason, fin.stop_reason, fin.usage},
-                            request_.spec.sampling.stop, request_.logprobs ? &lp : nullptr);
+    r.body = completion_response(header_, choices, combined_usage(*stream_),
+                                 request_.spec.sampling.stop);
     return r;
   }
 
@@ -266,7 +386,8 @@ class GenerationJob {
   const ResponseHeader header_;
   const Clock::time_point received_;
   std::shared_ptr<RequestStream> stream_;
-  RequestId engine_id_ = 0;
+  std::vector<RequestId> engine_ids_;
+  const ToolSyntax tool_syntax_;
   bool submitted_ = false;
   bool finished_ = false;
 };
@@ -306,6 +427,19 @@ HttpResponse handle_generation(ServerContext& ctx, ApiEndpoint endpoint, const H
     if (MaybeApiError e = parse_openai_request(endpoint, body, &request))
       return reject(ctx, id, endpoint, false, received, *e);
     body = nlohmann::json();  // the prompt may be large; it now lives in request.spec
+    if (request.endpoint == ApiEndpoint::kChatCompletions) {
+      if (MaybeApiError e = prepare_tools(ctx, http.body, &request))
+        return reject(ctx, id, endpoint, request.stream, received, *e);
+    }
+    if (request.guided.kind != GuidedKind::kNone) {
+      Result<std::string> regex = guided_regex(request, http.body);
+      if (!regex.is_ok())
+        return reject(ctx, id, endpoint, request.stream, received,
+                      bad_request(request.guided.param + ": " + regex.status().message(),
+                                  request.guided.param));
+      if (MaybeApiError e = attach_constraint(ctx, *regex, request.guided.param, &request))
+        return reject(ctx, id, endpoint, request.stream, received, *e);
+    }
     if (!request.model.empty() && request.model != ctx.model_name) {
       ApiError e;
       e.status = 404;

@@ -2,7 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <set>
 
@@ -119,22 +122,17 @@ const std::set<std::string>& common_fields() {
       "model", "stream", "stream_options", "max_tokens", "temperature", "top_p", "top_k", "min_p",
       "seed", "stop", "presence_penalty", "frequency_penalty", "repetition_penalty", "n", "user",
       "ignore_eos", "min_tokens", "stop_token_ids", "skip_special_tokens", "logprobs", "logit_bias",
-      "best_of",
+      "best_of", "response_format", "guided_json", "guided_regex", "guided_choice",
+      "guided_grammar",
       // Accepted and ignored: they do not change what is generated.
-      "store", "metadata", "service_tier"};
+      "store", "metadata", "service_tier", "guided_decoding_backend"};
   return s;
 }
 const std::set<std::string>& chat_fields() {
-  static const std::set<std::string> s = {"messages",
-                                          "max_completion_tokens",
-                                          "top_logprobs",
-                                          "response_format",
-                                          "tools",
-                                          "tool_choice",
-                                          "functions",
-                                          "function_call",
-                                          "parallel_tool_calls",
-                                          "add_generation_prompt"};
+  static const std::set<std::string> s = {
+      "messages",      "max_completion_tokens", "top_logprobs",
+      "tools",         "tool_choice",           "functions",
+      "function_call", "parallel_tool_calls",   "add_generation_prompt"};
   return s;
 }
 const std::set<std::string>& completion_fields() {
@@ -198,6 +196,122 @@ MaybeApiError parse_token_ids(const json& arr, const std::string& field,
   return {};
 }
 
+// logit_bias: {"<token id>": bias in [-100, 100], ...}; ids against the vocabulary are checked
+// once the model is known (SamplingParams::validate).
+MaybeApiError parse_logit_bias(const Fields& f, SamplingParams* p) {
+  const json* v = f.get("logit_bias");
+  if (v == nullptr) return {};
+  if (!v->is_object()) return wrong_type("logit_bias", "an object mapping token ids to biases", *v);
+  if (v->size() > kMaxLogitBias)
+    return bad_request(
+        strformat("logit_bias takes at most %zu tokens, got %zu", kMaxLogitBias, v->size()),
+        "logit_bias");
+  std::set<TokenId> seen;
+  for (auto it = v->begin(); it != v->end(); ++it) {
+    const std::string& key = it.key();
+    char* end = nullptr;
+    const long long id = std::strtoll(key.c_str(), &end, 10);
+    if (key.empty() || end == key.c_str() || *end != '\0' || id < 0 ||
+        id > std::numeric_limits<int32_t>::max())
+      return bad_request(strformat("logit_bias: key \"%s\" is not a token id (a non-negative "
+                                   "integer as a string)",
+                                   key.c_str()),
+                         "logit_bias");
+    if (!it->is_number())
+      return wrong_type("logit_bias[\"" + key + "\"]", "a number", *it, "logit_bias");
+    const double b = it->get<double>();
+    if (!std::isfinite(b) || b < -100.0 || b > 100.0)
+      return bad_request(
+          strformat("logit_bias[\"%s\"] must be in [-100, 100], got %g", key.c_str(), b),
+          "logit_bias");
+    if (!seen.insert(static_cast<TokenId>(id)).second)
+      return bad_request(strformat("logit_bias names token %lld twice", id), "logit_bias");
+    p->logit_bias.push_back(TokenBias{static_cast<TokenId>(id), static_cast<float>(b)});
+  }
+  return {};
+}
+
+// response_format (OpenAI) and vLLM's guided_json / guided_regex / guided_choice: at most one.
+// Schemas are only located here; the generation handler compiles them (it needs the tokenizer).
+MaybeApiError parse_guided(const Fields& f, GuidedDecoding* g) {
+  int given = 0;
+  std::string first;
+  auto count = [&](const char* name) {
+    if (!f.has(name)) return;
+    if (given++ == 0) first = name;
+  };
+  for (const char* name : {"guided_json", "guided_regex", "guided_choice", "guided_grammar"})
+    count(name);
+  if (const json* v = f.get("response_format")) {
+    if (!v->is_object() || !v->contains("type") || !(*v)["type"].is_string())
+      return bad_request(
+          "response_format must be an object like {\"type\": \"json_object\"}, got " +
+              v->dump().substr(0, 80),
+          "response_format");
+    const std::string type = (*v)["type"].get<std::string>();
+    for (auto it = v->begin(); it != v->end(); ++it)
+      if (it.key() != "type" && it.key() != "json_schema")
+        return bad_request("response_format: unrecognized field " + it.key(), "response_format");
+    if (type == "json_object") {
+      count("response_format");
+      g->kind = GuidedKind::kJsonObject;
+    } else if (type == "json_schema") {
+      count("response_format");
+      const json* js = v->contains("json_schema") ? &(*v)["json_schema"] : nullptr;
+      if (js == nullptr || !js->is_object())
+        return bad_request(
+            "response_format.json_schema must be an object like {\"name\": \"...\", "
+            "\"schema\": {...}}",
+            "response_format");
+      if (!js->contains("schema") || !((*js)["schema"].is_object() || (*js)["schema"].is_boolean()))
+        return bad_request("response_format.json_schema.schema (a JSON schema object) is required",
+                           "response_format");
+      g->kind = GuidedKind::kJsonSchema;
+      g->schema_pointer = "/response_format/json_schema/schema";
+    } else if (type != "text") {
+      return bad_request(
+          "response_format.type must be text, json_object or json_schema, got \"" + type + "\"",
+          "response_format");
+    }
+  }
+  if (given > 1)
+    return bad_request(
+        "ask for one kind of structured output at a time (" + first + " and another were given)",
+        first);
+  if (given == 0) return {};
+  g->param = first;
+  if (first == "response_format") return {};
+  const json& v = *f.get(first.c_str());
+  if (first == "guided_grammar")
+    return bad_request("guided_grammar is not supported by Lathe; use guided_regex or guided_json",
+                       first);
+  if (first == "guided_json") {
+    if (v.is_string()) {
+      g->schema_text = v.get<std::string>();
+    } else if (!v.is_object()) {
+      return wrong_type("guided_json", "a JSON schema (an object or its JSON text)", v);
+    }
+    g->kind = GuidedKind::kJsonSchema;
+    g->schema_pointer = "/guided_json";
+  } else if (first == "guided_regex") {
+    if (!v.is_string()) return wrong_type("guided_regex", "a string", v);
+    if (v.get<std::string>().size() > 16384)
+      return bad_request("guided_regex is longer than 16384 bytes", first);
+    g->kind = GuidedKind::kRegex;
+    g->regex = v.get<std::string>();
+  } else {
+    if (!v.is_array() || v.empty())
+      return bad_request("guided_choice must be a non-empty array of strings", first);
+    for (const json& c : v) {
+      if (!c.is_string() || c.get<std::string>().empty())
+        return bad_request("guided_choice must hold non-empty strings", first);
+      g->choices.push_back(c.get<std::string>());
+    }
+    g->kind = GuidedKind::kChoice;
+  }
+  return {};
+}
+
 MaybeApiError parse_common(const Fields& f, OpenAiRequest* out) {
   SamplingParams& p = out->spec.sampling;
   if (auto e = f.string("model", &out->model)) return e;
@@ -221,18 +335,21 @@ MaybeApiError parse_common(const Fields& f, OpenAiRequest* out) {
   if (auto e = f.integer("n", &n, std::numeric_limits<int64_t>::min(),
                          std::numeric_limits<int64_t>::max()))
     return e;
-  if (n != 1)
-    return bad_request(
-        strformat("n must be 1 (Lathe returns one choice per request), got %lld; send "
-                  "separate requests for more samples",
-                  static_cast<long long>(n)),
-        "n");
-  int64_t best_of = 1;
+  if (n < 1 || n > kMaxChoices)
+    return bad_request(strformat("n must be in [1, %d] (choices of one prompt), got %lld",
+                                 kMaxChoices, static_cast<long long>(n)),
+                       "n");
+  out->n = static_cast<int32_t>(n);
+  int64_t best_of = n;
   if (auto e = f.integer("best_of", &best_of, std::numeric_limits<int64_t>::min(),
                          std::numeric_limits<int64_t>::max()))
     return e;
-  if (best_of != 1)
-    return bad_request("best_of must be 1; Lathe does not rank several samples", "best_of");
+  if (best_of != n)
+    return bad_request(strformat("best_of must equal n (%lld), got %lld: Lathe does not rank "
+                                 "samples; ask for n=%lld and choose among them yourself",
+                                 static_cast<long long>(n), static_cast<long long>(best_of),
+                                 static_cast<long long>(std::max<int64_t>(best_of, 1))),
+                       "best_of");
   if (f.has("max_tokens")) {
     if (auto e = f.integer32("max_tokens", &p.max_tokens, 1, std::numeric_limits<int32_t>::max()))
       return e;
@@ -264,11 +381,8 @@ MaybeApiError parse_common(const Fields& f, OpenAiRequest* out) {
   if (auto e = f.integer32("min_tokens", &p.min_tokens, 0, std::numeric_limits<int32_t>::max()))
     return e;
   if (auto e = f.boolean("skip_special_tokens", &p.skip_special_tokens)) return e;
-  if (const json* v = f.get("logit_bias")) {
-    if (!v->is_object()) return wrong_type("logit_bias", "an object", *v);
-    if (!v->empty())
-      return bad_request("logit_bias is not supported by Lathe; leave it out", "logit_bias");
-  }
+  if (auto e = parse_logit_bias(f, &p)) return e;
+  if (auto e = parse_guided(f, &out->guided)) return e;
   std::string ignored;
   if (auto e = f.string("user", &ignored)) return e;
   if (auto e = f.string("service_tier", &ignored)) return e;
@@ -310,6 +424,122 @@ MaybeApiError parse_content(const json& content, const std::string& field, std::
   return {};
 }
 
+// An assistant message's tool_calls (OpenAI: [{"id", "type": "function", "function": {"name",
+// "arguments": JSON text}}]) into the message dict templates read, arguments as objects (as
+// transformers' templates and vLLM expect).
+MaybeApiError parse_message_tool_calls(const json& v, const std::string& field, json* extra) {
+  if (!v.is_array()) return wrong_type(field, "an array", v, "messages");
+  json calls = json::array();
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string cf = strformat("%s[%zu]", field.c_str(), i);
+    const json& c = v[i];
+    if (!c.is_object() || !c.contains("function") || !c["function"].is_object())
+      return bad_request(cf + " must be {\"id\", \"type\": \"function\", \"function\": "
+                              "{\"name\", \"arguments\"}}",
+                         "messages");
+    const json& fn = c["function"];
+    if (!fn.contains("name") || !fn["name"].is_string())
+      return bad_request(cf + ".function.name must be a string", "messages");
+    json args = json::object();
+    if (fn.contains("arguments") && !fn["arguments"].is_null()) {
+      if (fn["arguments"].is_string()) {
+        try {
+          args = json::parse(fn["arguments"].get<std::string>());
+        } catch (const json::exception&) {
+          return bad_request(cf + ".function.arguments is not valid JSON", "messages");
+        }
+      } else {
+        args = fn["arguments"];
+      }
+    }
+    json call = {{"type", "function"},
+                 {"function", {{"name", fn["name"]}, {"arguments", std::move(args)}}}};
+    if (c.contains("id") && c["id"].is_string()) call["id"] = c["id"];
+    calls.push_back(std::move(call));
+  }
+  (*extra)["tool_calls"] = std::move(calls);
+  return {};
+}
+
+// tools: [{"type": "function", "function": {"name", "description"?, "parameters"?, "strict"?}}]
+// and tool_choice: "none" | "auto" | "required" | {"type": "function", "function": {"name"}}.
+MaybeApiError parse_tools(const Fields& f, OpenAiRequest* out) {
+  for (const char* legacy : {"functions", "function_call"})
+    if (f.has(legacy))
+      return bad_request(std::string(legacy) +
+                             " is deprecated and not supported; use tools and "
+                             "tool_choice",
+                         legacy);
+  if (const json* v = f.get("tools")) {
+    if (!v->is_array()) return wrong_type("tools", "an array", *v);
+    if (v->size() > 128) return bad_request("tools takes at most 128 functions", "tools");
+    for (size_t i = 0; i < v->size(); ++i) {
+      const json& t = (*v)[i];
+      const std::string tf = strformat("tools[%zu]", i);
+      if (!t.is_object() || t.value("type", json()) != "function" || !t.contains("function") ||
+          !t["function"].is_object())
+        return bad_request(tf + " must be {\"type\": \"function\", \"function\": {\"name\": "
+                                "..., \"parameters\": {...}}}",
+                           "tools");
+      const json& fn = t["function"];
+      if (!fn.contains("name") || !fn["name"].is_string())
+        return bad_request(tf + ".function.name is required (a string)", "tools");
+      const std::string name = fn["name"].get<std::string>();
+      const bool name_ok =
+          !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+            return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+          });
+      if (!name_ok)
+        return bad_request(
+            tf + ".function.name must be 1 to 64 letters, digits, '_' or '-', got \"" + name + "\"",
+            "tools");
+      if (std::find(out->tool_names.begin(), out->tool_names.end(), name) != out->tool_names.end())
+        return bad_request("tools: two functions are named " + name, "tools");
+      if (fn.contains("description") && !fn["description"].is_string())
+        return bad_request(tf + ".function.description must be a string", "tools");
+      if (fn.contains("parameters") && !fn["parameters"].is_object())
+        return bad_request(tf + ".function.parameters must be a JSON schema object", "tools");
+      out->tool_names.push_back(name);
+    }
+    if (!v->empty()) out->tools_json = v->dump();
+  }
+  const json* c = f.get("tool_choice");
+  if (c == nullptr) return {};
+  if (c->is_string()) {
+    const std::string s = c->get<std::string>();
+    if (s == "none") {
+      out->tool_choice = ToolChoice::kNone;
+    } else if (s == "auto") {
+      out->tool_choice = ToolChoice::kAuto;
+    } else if (s == "required") {
+      out->tool_choice = ToolChoice::kRequired;
+    } else {
+      return bad_request(
+          "tool_choice must be none, auto, required or {\"type\": \"function\", "
+          "\"function\": {\"name\": ...}}, got \"" +
+              s + "\"",
+          "tool_choice");
+    }
+  } else if (c->is_object() && c->contains("function") && (*c)["function"].is_object() &&
+             (*c)["function"].contains("name") && (*c)["function"]["name"].is_string()) {
+    out->tool_choice = ToolChoice::kNamed;
+    out->tool_choice_name = (*c)["function"]["name"].get<std::string>();
+    if (std::find(out->tool_names.begin(), out->tool_names.end(), out->tool_choice_name) ==
+        out->tool_names.end())
+      return bad_request("tool_choice names the function " + out->tool_choice_name +
+                             ", which is not among the tools",
+                         "tool_choice");
+  } else {
+    return bad_request(
+        "tool_choice must be none, auto, required or {\"type\": \"function\", "
+        "\"function\": {\"name\": ...}}",
+        "tool_choice");
+  }
+  if ((out->tool_choice == ToolChoice::kRequired) && out->tools_json.empty())
+    return bad_request("tool_choice required needs tools", "tool_choice");
+  return {};
+}
+
 MaybeApiError parse_messages(const Fields& f, OpenAiRequest* out) {
   const json* v = f.get("messages");
   if (v == nullptr)
@@ -323,6 +553,7 @@ MaybeApiError parse_messages(const Fields& f, OpenAiRequest* out) {
     const std::string mf = strformat("messages[%zu]", i);
     if (!m.is_object()) return wrong_type(mf, "an object", m, "messages");
     ChatMessage msg;
+    json extra = json::object();
     for (auto it = m.begin(); it != m.end(); ++it) {
       const std::string& k = it.key();
       if (k == "role") {
@@ -331,12 +562,13 @@ MaybeApiError parse_messages(const Fields& f, OpenAiRequest* out) {
       } else if (k == "content") {
         if (!it->is_null())
           if (auto e = parse_content(*it, mf + ".content", &msg.content)) return e;
-      } else if (k == "name" || k == "refusal") {
+      } else if (k == "name" || k == "refusal" || k == "tool_call_id") {
         if (!it->is_null() && !it->is_string())
           return wrong_type(mf + "." + k, "a string", *it, "messages");
+        if (it->is_string() && k != "refusal") extra[k] = *it;
       } else if (k == "tool_calls") {
-        if (!it->is_null() && !(it->is_array() && it->empty()))
-          return bad_request(mf + ".tool_calls: tool calls are not supported by Lathe", "messages");
+        if (it->is_null() || (it->is_array() && it->empty())) continue;
+        if (auto e = parse_message_tool_calls(*it, mf + ".tool_calls", &extra)) return e;
       } else {
         return bad_request(strformat("%s: unrecognized field \"%s\"", mf.c_str(), k.c_str()),
                            "messages");
@@ -345,12 +577,22 @@ MaybeApiError parse_messages(const Fields& f, OpenAiRequest* out) {
     if (msg.role.empty())
       return bad_request(mf + ".role is required (system, user or assistant)", "messages");
     if (msg.role == "developer") msg.role = "system";
-    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant")
-      return bad_request(strformat("%s.role must be system, user or assistant, got \"%s\"",
+    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "tool")
+      return bad_request(strformat("%s.role must be system, user, assistant or tool, got \"%s\"",
                                    mf.c_str(), msg.role.c_str()),
                          "messages");
-    if (!m.contains("content") || (m["content"].is_null() && msg.role != "assistant"))
+    if (extra.contains("tool_calls") && msg.role != "assistant")
+      return bad_request(mf + ".tool_calls belongs to assistant messages", "messages");
+    if (msg.role == "tool" && !extra.contains("tool_call_id"))
+      return bad_request(mf + ".tool_call_id is required for a tool message (the id of the call "
+                              "it answers)",
+                         "messages");
+    const bool calls_only = extra.contains("tool_calls");
+    if ((!m.contains("content") && !calls_only) ||
+        (m.contains("content") && m["content"].is_null() && msg.role != "assistant"))
       return bad_request(mf + ".content is required", "messages");
+    // An assistant turn that only calls tools keeps content "" (templates such as Qwen3's read it).
+    if (!extra.empty()) msg.extra_json = extra.dump();
     out->spec.messages.push_back(std::move(msg));
   }
   return {};
@@ -371,30 +613,12 @@ MaybeApiError parse_chat(const Fields& f, OpenAiRequest* out) {
       return bad_request("top_logprobs requires logprobs to be true", "top_logprobs");
   }
   if (auto e = f.boolean("add_generation_prompt", &out->spec.add_generation_prompt)) return e;
-  if (const json* v = f.get("response_format")) {
-    if (!v->is_object() || !v->contains("type") || !(*v)["type"].is_string())
-      return bad_request("response_format must be an object like {\"type\": \"text\"}",
-                         "response_format");
-    if ((*v)["type"] != "text")
-      return bad_request(
-          "response_format: only {\"type\": \"text\"} is supported; JSON modes are not",
-          "response_format");
-  }
-  for (const char* name : {"tools", "functions"}) {
-    if (const json* v = f.get(name)) {
-      if (!v->is_array()) return wrong_type(name, "an array", *v);
-      if (!v->empty())
-        return bad_request(std::string(name) + ": tool calling is not supported by Lathe", name);
-    }
-  }
-  for (const char* name : {"tool_choice", "function_call"}) {
-    if (const json* v = f.get(name)) {
-      if (!v->is_string() || (*v != "none" && *v != "auto"))
-        return bad_request(std::string(name) + ": tool calling is not supported by Lathe", name);
-    }
-  }
-  bool parallel = false;
-  if (auto e = f.boolean("parallel_tool_calls", &parallel)) return e;
+  if (auto e = parse_tools(f, out)) return e;
+  if (out->uses_tools() && out->guided.kind != GuidedKind::kNone)
+    return bad_request(
+        "use tools or structured output (" + out->guided.param + "), not both in one request",
+        "tools");
+  if (auto e = f.boolean("parallel_tool_calls", &out->parallel_tool_calls)) return e;
   return {};
 }
 

@@ -32,6 +32,19 @@ json stop_reason_json(const ResponseFinish& f, const std::vector<std::string>& s
   return f.stop_reason;
 }
 
+// OpenAI's tool_calls list; a streamed delta also numbers the calls.
+json tool_calls_json(const std::vector<ToolCall>& calls, bool delta) {
+  json out = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    json c = {{"id", calls[i].id},
+              {"type", "function"},
+              {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+    if (delta) c["index"] = static_cast<int>(i);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 const char* object_name(ApiEndpoint e, bool chunk) {
   if (e == ApiEndpoint::kCompletions) return "text_completion";
   return chunk ? "chat.completion.chunk" : "chat.completion";
@@ -92,32 +105,40 @@ json LogprobsBuilder::append(const std::vector<SampledToken>& tokens) {
   return out;
 }
 
-std::string completion_response(const ResponseHeader& h, const std::string& text,
-                                const ResponseFinish& finish, const std::vector<std::string>& stop,
-                                const json* logprobs) {
-  json choice = {{"index", 0}};
-  if (h.endpoint == ApiEndpoint::kChatCompletions) {
-    choice["message"] = {{"role", "assistant"}, {"content", text}};
-  } else {
-    choice["text"] = text;
+std::string completion_response(const ResponseHeader& h, const std::vector<ResponseChoice>& choices,
+                                const RequestUsage& usage, const std::vector<std::string>& stop) {
+  json out = json::array();
+  for (const ResponseChoice& c : choices) {
+    json choice = {{"index", c.index}};
+    if (h.endpoint == ApiEndpoint::kChatCompletions) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      if (!c.tool_calls.empty()) {
+        if (c.text.empty()) choice["message"]["content"] = nullptr;
+        choice["message"]["tool_calls"] = tool_calls_json(c.tool_calls, false);
+      }
+    } else {
+      choice["text"] = c.text;
+    }
+    choice["logprobs"] = c.logprobs != nullptr ? *c.logprobs : json();
+    const char* reason = finish_reason_json(c.finish.reason);
+    if (c.finish.tool_calls) reason = "tool_calls";
+    choice["finish_reason"] = reason != nullptr ? json(reason) : json();
+    choice["stop_reason"] = stop_reason_json(c.finish, stop);
+    out.push_back(std::move(choice));
   }
-  choice["logprobs"] = logprobs != nullptr ? *logprobs : json();
-  const char* reason = finish_reason_json(finish.reason);
-  choice["finish_reason"] = reason != nullptr ? json(reason) : json();
-  choice["stop_reason"] = stop_reason_json(finish, stop);
   const json j = {{"id", h.id},
                   {"object", object_name(h.endpoint, false)},
                   {"created", h.created},
                   {"model", h.model},
-                  {"choices", json::array({std::move(choice)})},
-                  {"usage", usage_json(finish.usage)}};
+                  {"choices", std::move(out)},
+                  {"usage", usage_json(usage)}};
   return dump(j);
 }
 
-std::string stream_chunk_event(const ResponseHeader& h, const std::string& text, bool first,
-                               const json* logprobs, const ResponseFinish* finish,
+std::string stream_chunk_event(const ResponseHeader& h, int32_t index, const std::string& text,
+                               bool first, const json* logprobs, const ResponseFinish* finish,
                                const std::vector<std::string>& stop, bool usage_null) {
-  json choice = {{"index", 0}};
+  json choice = {{"index", index}};
   if (h.endpoint == ApiEndpoint::kChatCompletions) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";
@@ -129,6 +150,7 @@ std::string stream_chunk_event(const ResponseHeader& h, const std::string& text,
   }
   choice["logprobs"] = logprobs != nullptr ? *logprobs : json();
   const char* reason = finish != nullptr ? finish_reason_json(finish->reason) : nullptr;
+  if (finish != nullptr && finish->tool_calls) reason = "tool_calls";
   choice["finish_reason"] = reason != nullptr ? json(reason) : json();
   if (finish != nullptr) choice["stop_reason"] = stop_reason_json(*finish, stop);
   json j = {{"id", h.id},
@@ -136,6 +158,23 @@ std::string stream_chunk_event(const ResponseHeader& h, const std::string& text,
             {"created", h.created},
             {"model", h.model},
             {"choices", json::array({std::move(choice)})}};
+  if (usage_null) j["usage"] = nullptr;
+  return "data: " + dump(j) + "\n\n";
+}
+
+std::string tool_calls_chunk_event(const ResponseHeader& h, int32_t index,
+                                   const std::vector<ToolCall>& calls, bool first,
+                                   bool usage_null) {
+  json delta = {{"tool_calls", tool_calls_json(calls, true)}};
+  if (first) delta["role"] = "assistant";
+  json j = {{"id", h.id},
+            {"object", object_name(h.endpoint, true)},
+            {"created", h.created},
+            {"model", h.model},
+            {"choices", json::array({{{"index", index},
+                                      {"delta", std::move(delta)},
+                                      {"logprobs", nullptr},
+                                      {"finish_reason", nullptr}}})}};
   if (usage_null) j["usage"] = nullptr;
   return "data: " + dump(j) + "\n\n";
 }

@@ -12,6 +12,7 @@
 
 #include "engine/runtime/request.h"
 #include "engine/server/openai_request.h"
+#include "engine/server/tool_calls.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace lathe {
@@ -27,6 +28,7 @@ struct ResponseHeader {
 // How a request ended, as reported to the client.
 struct ResponseFinish {
   FinishReason reason = FinishReason::kNone;
+  bool tool_calls = false;  // the reply called tools: finish_reason "tool_calls"
   std::string stop_reason;  // the engine's: a stop string, "eos", or a token id
   RequestUsage usage;
 };
@@ -50,17 +52,32 @@ class LogprobsBuilder {
 // "stop" / "length" / "abort" / "error" (null while running).
 const char* finish_reason_json(FinishReason reason);
 
-// A complete non-streaming response. logprobs: null pointer for JSON null.
-std::string completion_response(const ResponseHeader& header, const std::string& text,
-                                const ResponseFinish& finish, const std::vector<std::string>& stop,
-                                const nlohmann::json* logprobs);
+// One choice of a complete response.
+struct ResponseChoice {
+  int32_t index = 0;
+  std::string text;
+  ResponseFinish finish;
+  const nlohmann::json* logprobs = nullptr;  // null pointer for JSON null
+  std::vector<ToolCall> tool_calls;          // chat: message.tool_calls (content null if empty)
+};
 
-// One SSE event ("data: {...}\n\n") carrying a text delta. first: chat's first chunk also carries
-// the role. finish: set on the last content chunk. usage_null: include "usage": null (when
-// stream_options.include_usage asked for a final usage chunk).
-std::string stream_chunk_event(const ResponseHeader& header, const std::string& text, bool first,
-                               const nlohmann::json* logprobs, const ResponseFinish* finish,
-                               const std::vector<std::string>& stop, bool usage_null);
+// A complete non-streaming response: its choices in index order and the request's usage.
+std::string completion_response(const ResponseHeader& header,
+                                const std::vector<ResponseChoice>& choices,
+                                const RequestUsage& usage, const std::vector<std::string>& stop);
+
+// One SSE event ("data: {...}\n\n") carrying a text delta of choice `index`. first: chat's first
+// chunk of a choice also carries the role. finish: set on the choice's last content chunk.
+// usage_null: include "usage": null (when stream_options.include_usage asked for a final usage
+// chunk).
+std::string stream_chunk_event(const ResponseHeader& header, int32_t index, const std::string& text,
+                               bool first, const nlohmann::json* logprobs,
+                               const ResponseFinish* finish, const std::vector<std::string>& stop,
+                               bool usage_null);
+// A chunk carrying choice `index`'s tool calls whole (delta.tool_calls with ids, names and
+// arguments).
+std::string tool_calls_chunk_event(const ResponseHeader& header, int32_t index,
+                                   const std::vector<ToolCall>& calls, bool first, bool usage_null);
 // The last chunk of a stream with include_usage: no choices, just usage.
 std::string usage_chunk_event(const ResponseHeader& header, const RequestUsage& usage);
 // An error inside a stream (after the 200 status went out): data: {"error": {...}}.

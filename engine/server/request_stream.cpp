@@ -2,24 +2,28 @@
 
 namespace lathe {
 
-void RequestStream::on_event(const StreamEvent& event) {
+void RequestStream::on_event(int32_t index, const StreamEvent& event) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (finished_) return;
-    if (!event.text.empty() || !event.token_ids.empty() || !event.logprobs.empty())
-      pieces_.push_back(Piece{event.text, event.token_ids, event.logprobs});
+    if (index < 0 || index >= num_choices()) return;
+    Final& fin = finals_[static_cast<size_t>(index)];
+    if (fin.finished) return;
+    if (!event.text.empty() || !event.token_ids.empty() || !event.logprobs.empty() ||
+        event.finished)
+      pieces_.push_back(Piece{index, event.text, event.token_ids, event.logprobs, event.finished});
     if (event.finished) {
-      finished_ = true;
-      final_.reason = event.finish_reason;
-      final_.stop_reason = event.stop_reason;
-      final_.error = event.error;
-      final_.usage = event.usage;
+      fin.finished = true;
+      ++num_finished_;
+      fin.reason = event.finish_reason;
+      fin.stop_reason = event.stop_reason;
+      fin.error = event.error;
+      fin.usage = event.usage;
       if (event.timeline != nullptr) {
-        final_.arrival = event.timeline->arrival;
-        final_.first_token = event.timeline->first_token;
-        final_.finished = event.timeline->finished;
+        fin.arrival = event.timeline->arrival;
+        fin.first_token = event.timeline->first_token;
+        fin.finished_at = event.timeline->finished;
       }
-      if (final_.finished == Clock::time_point{}) final_.finished = Clock::now();
+      if (fin.finished_at == Clock::time_point{}) fin.finished_at = Clock::now();
     }
   }
   cv_.notify_all();
@@ -27,22 +31,23 @@ void RequestStream::on_event(const StreamEvent& event) {
 
 bool RequestStream::take(std::chrono::milliseconds timeout, std::vector<Piece>* out) {
   std::unique_lock<std::mutex> lock(mutex_);
-  cv_.wait_for(lock, timeout, [&] { return finished_ || !pieces_.empty(); });
+  cv_.wait_for(lock, timeout, [&] { return all_finished() || !pieces_.empty(); });
   for (Piece& p : pieces_) out->push_back(std::move(p));
   pieces_.clear();
-  return finished_;
+  return all_finished();
 }
 
 bool RequestStream::wait_finished(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
-  cv_.wait_for(lock, timeout, [&] { return finished_; });
+  cv_.wait_for(lock, timeout, [&] { return all_finished(); });
   pieces_.clear();
-  return finished_;
+  return all_finished();
 }
 
-RequestStream::Final RequestStream::final() const {
+RequestStream::Final RequestStream::final(int32_t index) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return final_;
+  if (index < 0 || index >= num_choices()) return Final();
+  return finals_[static_cast<size_t>(index)];
 }
 
 }  // namespace lathe

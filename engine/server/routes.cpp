@@ -9,6 +9,7 @@
 #include "engine/server/api_error.h"
 #include "engine/server/generation_handler.h"
 #include "engine/server/openai_request.h"
+#include "engine/server/server_security.h"
 
 namespace lathe {
 namespace {
@@ -24,18 +25,6 @@ HttpResponse json_response(const json& j, int status = 200) {
   r.status = status;
   r.body = dump(j);
   return r;
-}
-
-// Compares without an early exit, so response timing does not reveal how much of a key matched.
-bool equal_constant_time(const std::string& a, const std::string& b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  const size_t n = std::max(a.size(), b.size());
-  for (size_t i = 0; i < n; ++i) {
-    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-    diff |= static_cast<unsigned char>(x ^ y);
-  }
-  return diff == 0;
 }
 
 // Wraps `handler` with the API-key check (when a key is configured).
@@ -63,6 +52,48 @@ HttpHandler authenticated(const ServerContext& ctx, HttpHandler handler) {
     }
     return handler(req);
   };
+}
+
+// Wraps `handler` with the browser-origin policy (server_security.h): no Origin header passes;
+// an allowed origin passes and gets Access-Control-Allow-Origin; any other gets 403.
+HttpHandler origin_checked(const ServerContext& ctx, HttpHandler handler) {
+  return [&ctx, handler = std::move(handler)](const HttpRequest& req) {
+    if (!req.has_header("Origin")) return handler(req);
+    const std::string origin = req.header("Origin");
+    if (!origin_allowed(ctx.config.allowed_origins, origin)) {
+      ApiError e;
+      e.status = 403;
+      e.code = "origin_not_allowed";
+      e.message = "Requests from web pages are refused (Origin: " + origin +
+                  "). To let this page call the server, start it with --allowed-origins " + origin +
+                  ".";
+      return error_response(e);
+    }
+    HttpResponse r = handler(req);
+    r.headers.emplace_back("Access-Control-Allow-Origin", origin);
+    r.headers.emplace_back("Vary", "Origin");
+    return r;
+  };
+}
+
+// The CORS preflight of an allowed origin (registered only with --allowed-origins).
+HttpResponse preflight(const ServerContext& ctx, const HttpRequest& req) {
+  const std::string origin = req.header("Origin");
+  if (origin.empty() || !origin_allowed(ctx.config.allowed_origins, origin)) {
+    ApiError e;
+    e.status = 403;
+    e.code = "origin_not_allowed";
+    e.message = "Origin '" + origin + "' is not in --allowed-origins.";
+    return error_response(e);
+  }
+  HttpResponse r;
+  r.status = 204;
+  r.headers = {{"Access-Control-Allow-Origin", origin},
+               {"Access-Control-Allow-Methods", "GET, POST, OPTIONS"},
+               {"Access-Control-Allow-Headers", "Authorization, Content-Type"},
+               {"Access-Control-Max-Age", "600"},
+               {"Vary", "Origin"}};
+  return r;
 }
 
 // The server's own counters, appended to the engine's exposition.
@@ -194,7 +225,20 @@ HttpResponse handle_detokenize(ServerContext& ctx, const HttpRequest& req) {
 
 }  // namespace
 
-void register_routes(HttpServer& http, ServerContext& ctx) {
+void register_routes(HttpServer& raw_http, ServerContext& ctx) {
+  // Every route goes through the origin policy; with --allowed-origins each also answers the
+  // CORS preflight (OPTIONS).
+  struct OriginCheckedRoutes {
+    HttpServer& http;
+    ServerContext& ctx;
+    void set_error_responder(HttpErrorResponder r) { http.set_error_responder(std::move(r)); }
+    void add_route(const std::string& method, const std::string& path, HttpHandler handler) {
+      http.add_route(method, path, origin_checked(ctx, std::move(handler)));
+      if (!ctx.config.allowed_origins.empty() && method != "OPTIONS")
+        http.add_route("OPTIONS", path,
+                       [&c = ctx](const HttpRequest& req) { return preflight(c, req); });
+    }
+  } http{raw_http, ctx};
   http.set_error_responder([](int status, const std::string& message) {
     ApiError e;
     e.status = status;
@@ -209,11 +253,11 @@ void register_routes(HttpServer& http, ServerContext& ctx) {
     if (ctx.draining.load()) return json_response({{"status", "stopping"}}, 503);
     return json_response({{"status", "ok"}});
   });
-  http.add_route("GET", "/metrics", [&ctx, &http](const HttpRequest&) {
+  http.add_route("GET", "/metrics", [&ctx, &raw_http](const HttpRequest&) {
     HttpResponse r;
     r.content_type = "text/plain; version=0.0.4";
-    r.body =
-        ctx.engine.metrics().prometheus_text() + server_metrics_text(ctx, http.open_connections());
+    r.body = ctx.engine.metrics().prometheus_text() +
+             server_metrics_text(ctx, raw_http.open_connections());
     return r;
   });
   http.add_route("GET", "/version", [](const HttpRequest&) {

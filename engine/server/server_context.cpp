@@ -72,4 +72,32 @@ bool ServerContext::wait_until_idle(std::chrono::milliseconds timeout) {
   return idle_cv_.wait_for(lock, timeout, [&] { return active_.empty(); });
 }
 
+std::shared_ptr<const TokenVocabulary> ServerContext::vocabulary() {
+  std::call_once(vocabulary_once_, [this] {
+    if (tokenizer != nullptr) vocabulary_ = std::make_shared<const TokenVocabulary>(*tokenizer);
+  });
+  return vocabulary_;
+}
+
+Result<std::shared_ptr<GrammarConstraint>> ServerContext::grammar(const std::string& regex) {
+  {
+    std::lock_guard<std::mutex> lock(grammar_mutex_);
+    for (auto it = grammars_.begin(); it != grammars_.end(); ++it) {
+      if (it->first != regex) continue;
+      grammars_.splice(grammars_.begin(), grammars_, it);
+      return grammars_.front().second;
+    }
+  }
+  std::shared_ptr<const TokenVocabulary> vocab = vocabulary();
+  if (!vocab)
+    return invalid_argument(
+        "structured output needs the model's tokenizer (this model was loaded without one)");
+  LATHE_ASSIGN_OR_RETURN(std::shared_ptr<GrammarConstraint> g,
+                         GrammarConstraint::create(regex, vocab));
+  std::lock_guard<std::mutex> lock(grammar_mutex_);
+  grammars_.emplace_front(regex, g);
+  if (grammars_.size() > kRecentGrammars) grammars_.pop_back();
+  return g;
+}
+
 }  // namespace lathe

@@ -4,10 +4,14 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <list>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_set>
 
+#include "engine/grammar/grammar_constraint.h"
+#include "engine/grammar/token_vocabulary.h"
 #include "engine/runtime/engine.h"
 #include "engine/server/api_server.h"
 #include "engine/server/request_log.h"
@@ -31,6 +35,15 @@ class ServerContext {
   std::atomic<int64_t> requests_rejected{0};
   std::atomic<int64_t> client_disconnects{0};
 
+  // The tokenizer's vocabulary for constrained decoding, built on first use (null without a
+  // tokenizer). Thread-safe.
+  std::shared_ptr<const TokenVocabulary> vocabulary();
+
+  // The compiled constraint of `regex`, shared by every request with the same grammar (its DFA
+  // and mask cache stay warm across requests: the engine thread is their only user once
+  // submitted); the kRecentGrammars most recently used stay compiled. Thread-safe.
+  Result<std::shared_ptr<GrammarConstraint>> grammar(const std::string& regex);
+
   // A fresh response id: "<prefix>-" + 24 random hex digits.
   std::string new_id(const char* prefix);
 
@@ -47,6 +60,11 @@ class ServerContext {
   mutable std::mutex mutex_;
   std::condition_variable idle_cv_;
   std::unordered_set<RequestId> active_;
+  static constexpr size_t kRecentGrammars = 16;
+  std::mutex grammar_mutex_;
+  std::list<std::pair<std::string, std::shared_ptr<GrammarConstraint>>> grammars_;  // recent first
+  std::once_flag vocabulary_once_;
+  std::shared_ptr<const TokenVocabulary> vocabulary_;
   uint64_t id_state_;
 };
 

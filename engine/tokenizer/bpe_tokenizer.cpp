@@ -22,7 +22,14 @@ Result<std::shared_ptr<const BpeTokenizer>> BpeTokenizer::create(BpeTokenizerCon
     }
     size = std::max<int64_t>(size, int64_t{a.id} + 1);
   }
-  if (size > INT32_MAX) return corrupt_file(src + ": the vocabulary is too large");
+  if (size > kMaxTokenizerTokens)
+    return corrupt_file(src + ": token id " + std::to_string(size - 1) +
+                        " is past the largest vocabulary Lathe reads (" +
+                        std::to_string(kMaxTokenizerTokens) + " tokens)");
+  if (static_cast<int64_t>(config.merges.size()) > kMaxTokenizerMerges)
+    return corrupt_file(src + ": " + std::to_string(config.merges.size()) +
+                        " merges, more than Lathe reads (" + std::to_string(kMaxTokenizerMerges) +
+                        ")");
 
   t->token_bytes_.resize(static_cast<size_t>(size));
   t->special_.assign(static_cast<size_t>(size), 0);

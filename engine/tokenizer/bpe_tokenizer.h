@@ -3,6 +3,8 @@
 // spelled in GPT-2's byte alphabet and merged pair by pair, lowest merge rank first.
 #pragma once
 
+#include <cstdint>
+
 #include <memory>
 #include <mutex>
 #include <string>
@@ -16,6 +18,12 @@
 #include "engine/tokenizer/tokenizer.h"
 
 namespace lathe {
+
+// Limits on a BPE vocabulary (entries, token ids, added tokens) and its merges, far above any real
+// tokenizer (Llama 3: 128,256 tokens and 280,147 merges; Gemma 3: 262,144 tokens), far below what
+// would take minutes and gigabytes to read.
+inline constexpr int64_t kMaxTokenizerTokens = int64_t{1} << 22;
+inline constexpr int64_t kMaxTokenizerMerges = int64_t{1} << 21;
 
 enum class TextNormalization { kNone, kNfc };
 

@@ -18,6 +18,72 @@ Result<json> parse_json(std::string_view text, const std::string& source) {
   }
 }
 
+// Thrown by the parse callback when tokenizer.json lists more than a limit allows.
+struct TooManyEntries {
+  std::string message;
+};
+
+// tokenizer.json, refused while it is being read once it lists more vocabulary entries, merges or
+// added tokens than kMaxTokenizerTokens / kMaxTokenizerMerges, so a hostile file costs a bounded
+// amount of time and memory instead of building a document of gigabytes first.
+Result<json> parse_tokenizer_json(std::string_view text, const std::string& source) {
+  enum class Counting { kNone, kVocab, kMerges, kAddedTokens };
+  Counting counting = Counting::kNone;
+  std::string key1, key2;  // the last object keys seen at depths 1 and 2
+  int64_t count = 0;
+  auto callback = [&](int depth, json::parse_event_t event, json& parsed) {
+    using E = json::parse_event_t;
+    if (event == E::key && depth <= 2) {
+      (depth == 1 ? key1 : key2) = parsed.get<std::string>();
+      return true;
+    }
+    if ((event == E::object_start || event == E::array_start) && counting == Counting::kNone) {
+      if (depth == 2 && key2 == "vocab" && event == E::object_start) counting = Counting::kVocab;
+      if (depth == 2 && key2 == "merges" && event == E::array_start) counting = Counting::kMerges;
+      if (depth == 1 && key1 == "added_tokens" && event == E::array_start)
+        counting = Counting::kAddedTokens;
+      if (counting != Counting::kNone) {
+        count = 0;
+        return true;
+      }
+    }
+    if ((event == E::object_end || event == E::array_end) &&
+        depth == (counting == Counting::kAddedTokens ? 1 : 2)) {
+      counting = Counting::kNone;
+      return true;
+    }
+    const int element_depth = counting == Counting::kAddedTokens ? 2 : 3;
+    const bool element =
+        depth == element_depth &&
+        (counting == Counting::kVocab
+             ? event == E::key
+             : event == E::value || event == E::array_start || event == E::object_start);
+    if (counting != Counting::kNone && element) {
+      ++count;
+      const bool merges = counting == Counting::kMerges;
+      const int64_t limit = merges ? kMaxTokenizerMerges : kMaxTokenizerTokens;
+      if (count > limit) {
+        const char* what = merges                         ? "merges"
+                           : counting == Counting::kVocab ? "vocabulary entries"
+                                                          : "added tokens";
+        throw TooManyEntries{source + ": more than " + std::to_string(limit) + " " + what +
+                             "; Lathe reads tokenizers of up to " +
+                             std::to_string(kMaxTokenizerTokens) + " tokens and " +
+                             std::to_string(kMaxTokenizerMerges) +
+                             " merges (is this file damaged?)"};
+      }
+    }
+    return true;
+  };
+  try {
+    return json::parse(text.begin(), text.end(), callback);
+  } catch (const json::exception& e) {
+    return corrupt_file(source + ": not valid JSON (" + e.what() + ")");
+  } catch (const TooManyEntries& e) {
+    return corrupt_file(e.message);
+  }
+}
+
 bool get_bool(const json& obj, const char* key, bool fallback) {
   const auto it = obj.find(key);
   return it != obj.end() && it->is_boolean() ? it->get<bool>() : fallback;
@@ -224,10 +290,12 @@ Result<BpeTokenizerConfig> parse_document(const json& doc, const std::string& so
   }
   std::unordered_map<std::string, TokenId> ids;
   for (const auto& [text, id_json] : vocab->items()) {
+    // Ids index a table: past kMaxTokenizerTokens one id alone would cost gigabytes.
     if (!id_json.is_number_integer() || id_json.get<int64_t>() < 0 ||
-        id_json.get<int64_t>() > INT32_MAX) {
+        id_json.get<int64_t>() >= kMaxTokenizerTokens) {
       return corrupt_file(source + ": vocab entry " + json(text).dump() + " has id " +
-                          id_json.dump() + ", expected a non-negative integer");
+                          id_json.dump() + ", expected an integer in [0, " +
+                          std::to_string(kMaxTokenizerTokens) + ")");
     }
     const auto id = id_json.get<TokenId>();
     if (static_cast<size_t>(id) >= config.vocab.size())
@@ -260,6 +328,10 @@ Result<BpeTokenizerConfig> parse_document(const json& doc, const std::string& so
         return corrupt_file(source + ": added token " + a.dump() +
                             " needs an integer id and a content");
       }
+      if (a["id"].get<int64_t>() < 0 || a["id"].get<int64_t>() >= kMaxTokenizerTokens)
+        return corrupt_file(source + ": added token " + a["content"].dump() + " has id " +
+                            a["id"].dump() + ", expected an integer in [0, " +
+                            std::to_string(kMaxTokenizerTokens) + ")");
       AddedToken t;
       t.id = a["id"].get<TokenId>();
       t.content = a["content"].get<std::string>();
@@ -302,7 +374,7 @@ Result<HfTokenizerJsonKind> parse_hf_tokenizer_json(std::string_view json_text,
                                                     const std::string& source,
                                                     BpeTokenizerConfig* config,
                                                     std::string* kind_name) {
-  LATHE_ASSIGN_OR_RETURN(json doc, parse_json(json_text, source));
+  LATHE_ASSIGN_OR_RETURN(json doc, parse_tokenizer_json(json_text, source));
   try {
     if (!doc.is_object() || !doc.contains("model") || !doc["model"].is_object()) {
       return corrupt_file(source + ": no \"model\" object");

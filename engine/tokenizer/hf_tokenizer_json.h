@@ -2,6 +2,8 @@
 // special-token settings of tokenizer_config.json / special_tokens_map.json.
 #pragma once
 
+#include <cstdint>
+
 #include <optional>
 #include <string>
 #include <string_view>
@@ -11,6 +13,8 @@
 
 namespace lathe {
 
+// tokenizer.json is held to kMaxTokenizerTokens and kMaxTokenizerMerges (bpe_tokenizer.h): a
+// file past them is refused while it is being parsed (kCorruptFile naming the limit).
 // What tokenizer.json describes.
 enum class HfTokenizerJsonKind {
   kByteLevelBpe,  // model BPE with a ByteLevel pre-tokenizer: BpeTokenizer reads it

@@ -180,13 +180,19 @@ class CudaQuantTest : public QObject {
     QTest::addColumn<int>("group");
     QTest::addColumn<bool>("zeros");
     QTest::addColumn<bool>("act_order");
-    QTest::newRow("int4 g128 sym") << 4 << 128 << false << false;
-    QTest::newRow("int4 g128 asym") << 4 << 128 << true << false;
-    QTest::newRow("int4 g32 asym act-order") << 4 << 32 << true << true;
-    QTest::newRow("int4 g64 sym act-order") << 4 << 64 << false << true;
-    QTest::newRow("int4 per-channel asym") << 4 << 384 << true << false;
-    QTest::newRow("int8 g128 sym") << 8 << 128 << false << false;
-    QTest::newRow("int8 per-channel asym") << 8 << 384 << true << false;
+    QTest::addColumn<int>("k");
+    QTest::addColumn<bool>("one_row");  // the one-row decode kernel where the multi-row one applies
+    QTest::newRow("int4 g128 sym") << 4 << 128 << false << false << 384 << false;
+    QTest::newRow("int4 g128 sym one-row") << 4 << 128 << false << false << 384 << true;
+    QTest::newRow("int4 g128 asym") << 4 << 128 << true << false << 384 << false;
+    QTest::newRow("int4 g32 asym act-order") << 4 << 32 << true << true << 384 << false;
+    QTest::newRow("int4 g64 sym act-order") << 4 << 64 << false << true << 384 << false;
+    QTest::newRow("int4 per-channel asym") << 4 << 384 << true << false << 384 << false;
+    QTest::newRow("int4 g32 asym k 352 (not whole 64-weight steps)")
+        << 4 << 32 << true << false << 352 << false;
+    QTest::newRow("int8 g128 sym") << 8 << 128 << false << false << 384 << false;
+    QTest::newRow("int8 g32 asym one-row") << 8 << 32 << true << false << 384 << true;
+    QTest::newRow("int8 per-channel asym") << 8 << 384 << true << false << 384 << false;
   }
   void integer_codes_match_cpu() {
     LATHE_REQUIRE_GPU();
@@ -194,7 +200,10 @@ class CudaQuantTest : public QObject {
     QFETCH(int, group);
     QFETCH(bool, zeros);
     QFETCH(bool, act_order);
-    HostPart h = int_part(bits, 45, 384, group, zeros, act_order, 5);
+    QFETCH(int, k);
+    QFETCH(bool, one_row);
+    HostPart h = int_part(bits, 45, k, group, zeros, act_order, 5);
+    h.part.one_row_gemv = one_row;
     for (int64_t m : kBatches) {
       expect_linear({&h}, m, 45, m <= cuda::kQuantGemvMaxM ? 2e-3 : 1e-2, QTest::currentDataTag());
       if (QTest::currentTestFailed()) return;
@@ -211,6 +220,9 @@ class CudaQuantTest : public QObject {
     LATHE_REQUIRE_GPU();
     QFETCH(int, kind);
     HostPart h = fp8_part(static_cast<Fp8ScaleKind>(kind), 200, 320, 9);
+    HostPart one_row = fp8_part(static_cast<Fp8ScaleKind>(kind), 200, 320, 9);
+    one_row.part.one_row_gemv = true;
+    expect_linear({&one_row}, 3, 200, 2e-3, "one-row kernel");
     for (int64_t m : kBatches) {
       expect_linear({&h}, m, 200, m <= cuda::kQuantGemvMaxM ? 2e-3 : 1e-2, QTest::currentDataTag());
       if (QTest::currentTestFailed()) return;

@@ -22,6 +22,10 @@
 //  message.
 #include <QtTest>
 
+#include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -43,6 +47,9 @@ using namespace lathe;
 using namespace lathe::test;
 
 namespace {
+
+// Fixtures with int4 groups of 16 inputs, which the CUDA kernels refuse.
+const QStringList kGroup16Fixtures = {"gptq_dynamic", "ct_mixed_groups"};
 
 constexpr int32_t kBlock = 16;
 
@@ -316,6 +323,57 @@ class CudaRunnerTest : public QObject {
     for (const char* m :
          {"llama_tied", "llama3_untied_bf16", "mistral_f16", "qwen2_tied", "qwen3_untied_bf16"})
       QTest::newRow(m) << QString(m);
+  }
+
+  // Quantized checkpoints of every format (tests/fixtures/formats: GPTQ v1/v2 with act-order and
+  // mislabelled zero points, AWQ, compressed-tensors int4/int8/FP8, vLLM FP8 with block scales,
+  // GGUF q2_k/q3_k) run on the GPU in their formats (repacked, weight_repack.h; q2_k/q3_k
+  // dequantized at upload): against the CPU on the same checkpoint, and against the 16-bit twin the
+  // fixture was made from (the same dequantized values) on the GPU.
+  void quantized_checkpoints_match_cpu_data() {
+    QTest::addColumn<QString>("model");
+    QTest::addColumn<QString>("twin");
+    QFile f(QString::fromStdString(fixture_path("formats/manifest.json")));
+    if (!f.open(QIODevice::ReadOnly)) qFatal("formats/manifest.json");
+    const QJsonObject o = QJsonDocument::fromJson(f.readAll()).object();
+    for (auto it = o.begin(); it != o.end(); ++it)
+      if (!kGroup16Fixtures.contains(it.key()))  // refused on the GPU (below)
+        QTest::newRow(qPrintable(it.key())) << it.key() << it.value().toString();
+  }
+  void quantized_checkpoints_match_cpu() {
+    LATHE_REQUIRE_GPU();
+    QFETCH(QString, model);
+    QFETCH(QString, twin);
+    auto m = load_fixture("../formats/" + model.toStdString());
+    auto t = load_fixture("../formats/" + twin.toStdString());
+    LATHE_QVERIFY_RESULT(m);
+    LATHE_QVERIFY_RESULT(t);
+    auto gpu = make_cuda(m.value(), 64, false);
+    auto gpu_twin = make_cuda(t.value(), 64, false);
+    LATHE_QVERIFY_RESULT(gpu);
+    LATHE_QVERIFY_RESULT(gpu_twin);
+    const double err = lockstep_logit_error(m.value(), *gpu.value(), 4);
+    qInfo("%s: worst relative logit error against the CPU %.3g", qPrintable(model), err);
+    QVERIFY2(err <= 5e-2, qPrintable(QString("logits relative error %1").arg(err)));
+    expect_same_logits(m.value(), *gpu.value(), *gpu_twin.value(), 3, 2e-2);
+  }
+
+  // What the kernels cannot take is refused at load with the tensor and the reason.
+  // Group size 16 (GPTQModel's dynamic override, a compressed-tensors group): the kernels take
+  // multiples of 32, as vLLM's Marlin kernels take 32/64/128/channel.
+  void unsupported_group_size_is_refused_data() {
+    QTest::addColumn<QString>("model");
+    for (const QString& f : kGroup16Fixtures) QTest::newRow(qPrintable(f)) << f;
+  }
+  void unsupported_group_size_is_refused() {
+    LATHE_REQUIRE_GPU();
+    QFETCH(QString, model);
+    auto m = load_fixture("../formats/" + model.toStdString());
+    LATHE_QVERIFY_RESULT(m);
+    auto gpu = make_cuda(m.value(), 64, false);
+    QCOMPARE(gpu.status().code(), ErrorCode::kUnsupported);
+    QVERIFY2(gpu.status().message().find("group size 16") != std::string::npos,
+             gpu.status().message().c_str());
   }
 
   // GGUF projections kept in their blocks (quant_linear.h) compute what the same weights

@@ -1,10 +1,10 @@
 // The GPU sampler (process_logits + sample_tokens) against the CPU sampler (runtime/sampler.h) on
 // the same logits: greedy, temperature, top-k, top-p, min-p, repetition/frequency/presence
-// penalties, banned tokens, NaN logits, exact ties, logprobs. Logits are random floats, so
-// near-ties (two candidates within float rounding, where exp() implementations may disagree) have
-// negligible probability: every row must choose the same token. Logprobs agree within 1e-4 (float32
-// vs a double-precision log-sum-exp with a different summation order); the penalized logits are
-// equal.
+// penalties, banned tokens, logit bias, allowed-token masks (constrained decoding), NaN logits,
+// exact ties, logprobs. Logits are random floats, so near-ties (two candidates within float
+// rounding, where exp() implementations may disagree) have negligible probability: every row must
+// choose the same token. Logprobs agree within 1e-4 (float32 vs a double-precision log-sum-exp with
+// a different summation order); the penalized logits are equal.
 #include <QtTest>
 
 #include <random>
@@ -51,6 +51,18 @@ std::vector<SamplingRow> make_rows(int n, int64_t vocab, uint32_t seed) {
     if (i % 4 == 1)
       r.banned_tokens = {static_cast<TokenId>(rng() % vocab), 2, -5,
                          static_cast<TokenId>(vocab + 3)};
+    if (i % 5 == 2)
+      r.logit_bias = {{static_cast<TokenId>(rng() % vocab), 7.5f},
+                      {static_cast<TokenId>(1 + rng() % 9), -100.f},
+                      {static_cast<TokenId>(vocab + 1), 3.f}};
+    if (i % 3 == 1) {
+      // Every third token allowed, plus a random run: a grammar's mask.
+      auto mask = std::make_shared<TokenMask>(static_cast<size_t>((vocab + 31) / 32), 0u);
+      const int64_t start = static_cast<int64_t>(rng() % vocab);
+      for (int64_t t = 0; t < vocab; ++t)
+        if (t % 3 == 0 || (t >= start && t < start + 40)) (*mask)[t / 32] |= 1u << (t % 32);
+      r.allowed = std::move(mask);
+    }
   }
   return rows;
 }
@@ -88,6 +100,8 @@ class CudaSamplerTest : public QObject {
     // Device rows, banned ids and histories in CSR form.
     std::vector<cuda::DeviceSamplingRow> drows(static_cast<size_t>(rows));
     std::vector<int32_t> banned, history;
+    std::vector<cuda::DeviceTokenBias> biases;
+    std::vector<uint32_t> words;
     for (int i = 0; i < rows; ++i) {
       const SamplingRow& r = srows[static_cast<size_t>(i)];
       cuda::DeviceSamplingRow& d = drows[static_cast<size_t>(i)];
@@ -109,15 +123,25 @@ class CudaSamplerTest : public QObject {
       d.history_prompt_end = d.history_begin + r.history_prompt_len;
       history.insert(history.end(), r.history_tokens.begin(), r.history_tokens.end());
       d.history_end = static_cast<int32_t>(history.size());
+      d.bias_begin = static_cast<int32_t>(biases.size());
+      for (const TokenBias& b : r.logit_bias) biases.push_back({b.token, b.bias});
+      d.bias_end = static_cast<int32_t>(biases.size());
+      if (r.allowed) {
+        d.mask_begin = static_cast<int32_t>(words.size());
+        words.insert(words.end(), r.allowed->begin(), r.allowed->end());
+      }
     }
+    biases.push_back({});  // never empty: Dev::from needs bytes
+    words.push_back(0);
     Dev d_logits = Dev::from(logits), d_rows = Dev::from(drows), d_banned = Dev::from(banned),
-        d_hist = Dev::from(history);
+        d_hist = Dev::from(history), d_bias = Dev::from(biases), d_words = Dev::from(words);
     Dev d_counts = Dev::from(std::vector<int32_t>(static_cast<size_t>(rows) * v, 0));
     Dev d_out = Dev::poisoned(rows * 8),
         d_top = Dev::poisoned(int64_t{rows} * cuda::kMaxTopLogprobs * 8);
     LATHE_QVERIFY_OK(cuda::process_logits(
         d_logits.as<float>(), v, d_rows.as<cuda::DeviceSamplingRow>(), rows, d_banned.as<int32_t>(),
-        d_hist.as<int32_t>(), d_counts.as<int32_t>(), nullptr));
+        d_hist.as<int32_t>(), d_bias.as<cuda::DeviceTokenBias>(), d_words.as<uint32_t>(),
+        d_counts.as<int32_t>(), nullptr));
     LATHE_QVERIFY_OK(cuda::sample_tokens(
         d_logits.as<float>(), v, d_rows.as<cuda::DeviceSamplingRow>(), rows,
         d_out.as<cuda::DeviceSampledToken>(), d_top.as<cuda::DeviceTokenLogprob>(), nullptr));

@@ -20,7 +20,9 @@ const char* const kNames[] = {"LATHE_CUDA_ATTENTION",
                               "LATHE_CUDA_FUSED",
                               "LATHE_CUDA_FUSED_ROPE",
                               "LATHE_CUDA_GEMV_EPILOGUES",
-                              "LATHE_CUDA_PDL"};
+                              "LATHE_CUDA_PDL",
+                              "LATHE_CUDA_NATIVE_FORMATS",
+                              "LATHE_CUDA_QUANT_ROWS"};
 
 void clear_env() {
   for (const char* n : kNames) qunsetenv(n);
@@ -39,7 +41,8 @@ class CudaSwitchesTest : public QObject {
     const CudaSwitches s = cuda_switches_from_environment(&warnings);
     QVERIFY(warnings.empty());
     QCOMPARE(s.describe(), std::string("defaults"));
-    QVERIFY(s.decode_attention && s.gemv_epilogues && s.pdl && s.fused_rope);
+    QVERIFY(s.decode_attention && s.gemv_epilogues && s.pdl && s.fused_rope && s.native_formats &&
+            s.quant_rows);
     QCOMPARE(s.fused, FusedDecodeMode::kAuto);
     QCOMPARE(s.lookahead_max_seqs, -1);
   }
@@ -55,11 +58,14 @@ class CudaSwitchesTest : public QObject {
     qputenv("LATHE_CUDA_FUSED_ROPE", "0");
     qputenv("LATHE_CUDA_GEMV_EPILOGUES", "0");
     qputenv("LATHE_CUDA_PDL", "0");
+    qputenv("LATHE_CUDA_NATIVE_FORMATS", "0");
+    qputenv("LATHE_CUDA_QUANT_ROWS", "0");
     std::vector<std::string> warnings;
     const CudaSwitches s = cuda_switches_from_environment(&warnings);
     QVERIFY(warnings.empty());
     QVERIFY(s.own_prefill_attention && !s.decode_attention && !s.fused_rope && !s.gemv_epilogues &&
-            !s.pdl);
+            !s.pdl && !s.native_formats && !s.quant_rows);
+    QVERIFY(s.describe().find("quant_rows=0") != std::string::npos);
     QCOMPARE(s.decode_split_tokens, 64);
     QCOMPARE(s.decode_split_blocks_per_sm, 2);
     QCOMPARE(s.decode_cluster, 0);

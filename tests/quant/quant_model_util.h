@@ -31,6 +31,9 @@ struct SyntheticModel {
   bool tied = false;
   std::string dtype = "BF16";    // BF16 | F16 | F32
   std::string bad_tensor_dtype;  // when set, blk.0.attn_q is stored in this dtype (e.g. "I8")
+  // > 0: every 16th channel of attn_norm / ffn_norm is multiplied by this, so a few input channels
+  // of the linears carry large activations (as in real models; AWQ's case).
+  float norm_outlier_scale = 0.f;
 };
 
 // Writes config.json, model.safetensors (random weights, std 0.02; norms around 1) and the tiny
@@ -74,8 +77,13 @@ inline Status write_synthetic_model(const std::string& folder, const SyntheticMo
     for (int64_t d : t.shape) n *= d;
     std::vector<float> v =
         random_normal(static_cast<size_t>(n), seed++, t.float_only ? 0.1f : 0.02f);
-    if (t.float_only && t.name.find("norm") != std::string::npos)
+    if (t.float_only && t.name.find("norm") != std::string::npos) {
       for (float& x : v) x += 1.f;
+      if (m.norm_outlier_scale > 0.f && t.name.find("output_norm") == std::string::npos &&
+          t.name.find("_q_norm") == std::string::npos &&
+          t.name.find("_k_norm") == std::string::npos)
+        for (size_t i = 0; i < v.size(); i += 16) v[i] *= m.norm_outlier_scale;
+    }
     std::string dt = m.dtype;
     if (!m.bad_tensor_dtype.empty() && t.name == "blk.0.attn_q") dt = m.bad_tensor_dtype;
     specs.push_back({hf_name_from_canonical(t.name), dt, t.shape});

@@ -358,8 +358,10 @@ class QuantizeModelTest : public QObject {
     Status s = prepare_error(synthetic_, out, "q3_k_m");
     QVERIFY2(contains(s, "unknown --scheme 'q3_k_m'") && contains(s, "q4_k_m"),
              s.message().c_str());
-    s = prepare_error(synthetic_, out, "gptq");
-    QVERIFY2(contains(s, "calibration"), s.message().c_str());
+    QuantSchemeRequest awq_b8;
+    awq_b8.bits = 8;
+    s = prepare_error(synthetic_, out, "awq", awq_b8);
+    QVERIFY2(contains(s, "--scheme awq makes 4-bit weights only"), s.message().c_str());
     QuantSchemeRequest g96;
     g96.group_size = 96;
     s = prepare_error(synthetic_, out, "rtn", g96);

@@ -383,6 +383,64 @@ class SamplerTest : public QObject {
     row = random_row(0.f);
     QCOMPARE(sample(with_nan, row).token, 2);
   }
+
+  // logit_bias adds to the logit after the bans and before the penalties; -100 bans in effect,
+  // +100 forces; logprobs see the biased logits.
+  void logit_bias_shifts_the_chosen_logits() {
+    const std::vector<float> logits = {0.5f, 1.f, 0.2f, 0.9f};
+    SamplingRow row = random_row(0.f);
+    row.logit_bias = {{1, -100.f}};
+    QCOMPARE(sample(logits, row).token, 3);               // the argmax is biased away
+    row.logit_bias = {{2, 100.f}, {99, 5.f}, {-3, 5.f}};  // out-of-range ids are ignored
+    QCOMPARE(sample(logits, row).token, 2);
+    row.logit_bias = {{0, 0.75f}};  // 0.5 + 0.75 = 1.25 > 1
+    row.num_logprobs = 0;
+    const SampledToken t = sample(logits, row);
+    QCOMPARE(t.token, 0);
+    std::vector<float> biased = {1.25f, 1.f, 0.2f, 0.9f};
+    double sum = 0;
+    for (float l : biased) sum += std::exp(static_cast<double>(l - 1.25f));
+    QVERIFY(std::abs(t.logprob - static_cast<float>(-std::log(sum))) < 1e-6f);
+    // A ban wins over a bias; random sampling never draws a -100 token.
+    row = random_row(1.f);
+    row.banned_tokens = {2};
+    row.logit_bias = {{2, 100.f}, {1, -100.f}};
+    for (uint64_t s = 0; s < 300; ++s) {
+      row.seed = s;
+      const int32_t tok = sample(logits, row).token;
+      QVERIFY(tok == 0 || tok == 3);
+    }
+    // The bias comes before the repetition penalty: (0.2 + 1.0) / 1.5 = 0.8 < 0.9.
+    row = random_row(0.f);
+    row.logit_bias = {{2, 1.0f}};
+    row.repetition_penalty = 1.5f;
+    row.history_tokens = {2, 1};
+    QCOMPARE(sample(logits, row).token, 3);
+  }
+
+  // The allowed-token mask (constrained decoding) leaves only its tokens; a short mask allows
+  // nothing past its words.
+  void allowed_mask_restricts_the_draw() {
+    std::vector<float> logits(70);
+    for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(i % 7) * 0.3f;
+    auto mask = std::make_shared<TokenMask>(3, 0u);
+    for (int t : {3, 40, 65}) (*mask)[t / 32] |= 1u << (t % 32);
+    SamplingRow row = random_row(1.f);
+    row.allowed = mask;
+    std::set<int32_t> seen;
+    for (uint64_t s = 0; s < 500; ++s) {
+      row.seed = s;
+      seen.insert(sample(logits, row).token);
+    }
+    QCOMPARE(seen, (std::set<int32_t>{3, 40, 65}));
+    row = random_row(0.f);
+    row.allowed = mask;
+    row.logit_bias = {{40, 100.f}, {5, 100.f}};  // a bias cannot lift a masked token
+    QCOMPARE(sample(logits, row).token, 40);
+    row.allowed = std::make_shared<TokenMask>(1, 1u << 4);  // words for ids 0..31 only
+    row.logit_bias = {{66, 100.f}};
+    QCOMPARE(sample(logits, row).token, 4);
+  }
 };
 
 QTEST_GUILESS_MAIN(SamplerTest)

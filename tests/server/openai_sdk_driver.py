@@ -5,7 +5,7 @@
 
 Checks: the model list; chat completions non-streaming and streaming (greedy, so both give the same
 text, and the streamed usage chunk agrees); completions non-streaming and streaming; a wrong API key
-raises openai.AuthenticationError; n=2 raises openai.BadRequestError; an unknown model raises
+raises openai.AuthenticationError; n=17 raises openai.BadRequestError; an unknown model raises
 openai.NotFoundError. Prints one line per check and exits 0 only when every check passed.
 """
 import sys
@@ -87,10 +87,10 @@ def main():
         check("wrong API key raises AuthenticationError", e.status_code == 401)
 
     try:
-        client.chat.completions.create(model=model, messages=messages, max_tokens=2, n=2)
-        check("n=2 raises BadRequestError", False, "no error")
+        client.chat.completions.create(model=model, messages=messages, max_tokens=2, n=17)
+        check("n=17 raises BadRequestError", False, "no error")
     except openai.BadRequestError as e:
-        check("n=2 raises BadRequestError", e.status_code == 400 and "n" in str(e.body), str(e.body))
+        check("n=17 raises BadRequestError", e.status_code == 400 and "n" in str(e.body), str(e.body))
 
     try:
         client.chat.completions.create(model="no-such-model", messages=messages, max_tokens=2)

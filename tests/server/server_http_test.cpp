@@ -6,7 +6,9 @@
 #include <memory>
 #include <thread>
 
+#include "engine/core/strings.h"
 #include "engine/server/api_server.h"
+#include "engine/server/server_security.h"
 #include "fake_engine.h"
 #include "server_test_util.h"
 #include "test_support.h"
@@ -192,6 +194,59 @@ class ServerHttpTest : public QObject {
     QVERIFY(s.done);
   }
 
+  // n > 1: n engine requests of the one prompt, seeds seed + i, one choice each (index i), usage
+  // with the prompt once and the completions summed; streamed chunks carry their index.
+  void n_choices_come_back_indexed() {
+    const int64_t before = engine_->num_submitted();
+    const json body = {{"prompt", "hello"},
+                       {"max_tokens", 3},
+                       {"n", 3},
+                       {"seed", 7},
+                       {"logit_bias", {{"5", -100}, {"6", 2.5}}},
+                       {"logprobs", 1}};
+    const json j = parse_json(http_call(url_, "POST", "/v1/completions", body.dump()).body);
+    QCOMPARE(engine_->num_submitted(), before + 3);
+    QCOMPARE(engine_->last_spec().sampling.seed.value(), uint64_t{9});
+    const std::vector<TokenBias> bias = engine_->last_spec().sampling.logit_bias;
+    QCOMPARE(static_cast<int>(bias.size()), 2);
+    QVERIFY((bias[0] == TokenBias{5, -100.f}) && (bias[1] == TokenBias{6, 2.5f}));
+    QCOMPARE(static_cast<int>(j["choices"].size()), 3);
+    for (int i = 0; i < 3; ++i) {
+      QCOMPARE(j["choices"][i]["index"].get<int>(), i);
+      QCOMPARE(j["choices"][i]["text"].get<std::string>(), std::string("abc"));
+      QCOMPARE(static_cast<int>(j["choices"][i]["logprobs"]["tokens"].size()), 3);
+    }
+    QCOMPARE(j["usage"]["prompt_tokens"].get<int>(), 6);
+    QCOMPARE(j["usage"]["completion_tokens"].get<int>(), 9);
+
+    const json chat = {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                       {"max_tokens", 4},
+                       {"n", 2},
+                       {"stream", true},
+                       {"stream_options", {{"include_usage", true}}}};
+    SseResponse r = sse_call(url_, "/v1/chat/completions", chat.dump());
+    QCOMPARE(r.status, 200);
+    QCOMPARE(r.events.back(), std::string("[DONE]"));
+    std::string text[2];
+    int roles[2] = {0, 0}, finishes[2] = {0, 0};
+    for (size_t e = 0; e + 2 < r.events.size(); ++e) {
+      const json c = parse_json(r.events[e]);
+      QCOMPARE(static_cast<int>(c["choices"].size()), 1);
+      const json& ch = c["choices"][0];
+      const int i = ch["index"].get<int>();
+      QVERIFY(i == 0 || i == 1);
+      if (ch["delta"].contains("role")) ++roles[i];
+      if (ch["delta"].contains("content")) text[i] += ch["delta"]["content"].get<std::string>();
+      if (!ch["finish_reason"].is_null()) ++finishes[i];
+    }
+    for (int i = 0; i < 2; ++i) {
+      QCOMPARE(text[i], std::string("abcd"));
+      QCOMPARE(roles[i], 1);
+      QCOMPARE(finishes[i], 1);
+    }
+    QCOMPARE(parse_json(r.events[r.events.size() - 2])["usage"]["completion_tokens"].get<int>(), 8);
+  }
+
   void logprobs_in_openai_shapes() {
     const json chat = {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
                        {"max_tokens", 2},
@@ -266,7 +321,15 @@ class ServerHttpTest : public QObject {
     };
     const json msgs = {{{"role", "user"}, {"content", "hi"}}};
     const std::vector<Case> cases = {
-        {"/v1/chat/completions", {{"messages", msgs}, {"n", 2}}, "n"},
+        {"/v1/chat/completions", {{"messages", msgs}, {"n", 17}}, "n"},
+        {"/v1/chat/completions", {{"messages", msgs}, {"n", 0}}, "n"},
+        {"/v1/completions", {{"prompt", "x"}, {"n", 2}, {"best_of", 3}}, "best_of"},
+        {"/v1/completions", {{"prompt", "x"}, {"logit_bias", {{"abc", 1}}}}, "logit_bias"},
+        {"/v1/completions", {{"prompt", "x"}, {"logit_bias", {{"5", -101}}}}, "logit_bias"},
+        {"/v1/completions", {{"prompt", "x"}, {"logit_bias", {{"5", "1"}}}}, "logit_bias"},
+        {"/v1/completions", {{"prompt", "x"}, {"logit_bias", {{"5", 1}, {"05", 2}}}}, "logit_bias"},
+        {"/v1/completions", {{"prompt", "x"}, {"logit_bias", {{"300", 1}}}}, "logit_bias"},
+        {"/v1/completions", {{"prompt", "x"}, {"logit_bias", {1, 2}}}, "logit_bias"},
         {"/v1/chat/completions", {{"messages", msgs}, {"temperature", 3}}, "temperature"},
         {"/v1/chat/completions", {{"messages", msgs}, {"temperature", "hot"}}, "temperature"},
         {"/v1/chat/completions", {{"messages", msgs}, {"top_p", 0}}, "top_p"},
@@ -509,7 +572,7 @@ class ServerHttpTest : public QObject {
       entries.push_back(e);
     });
     http_call(url_, "POST", "/v1/completions", json({{"prompt", "x"}, {"max_tokens", 4}}).dump());
-    http_call(url_, "POST", "/v1/completions", json({{"prompt", "x"}, {"n", 3}}).dump());
+    http_call(url_, "POST", "/v1/completions", json({{"prompt", "x"}, {"n", 30}}).dump());
     server_->set_request_log_callback(nullptr);
     std::lock_guard<std::mutex> lock(m);
     QCOMPARE(static_cast<int>(entries.size()), 2);
@@ -521,7 +584,7 @@ class ServerHttpTest : public QObject {
     QVERIFY(entries[0].ttft_ms >= 0);
     QVERIFY(entries[0].tokens_per_s > 0);
     QCOMPARE(entries[1].http_status, 400);
-    QVERIFY(entries[1].error.find("n must be 1") != std::string::npos);
+    QVERIFY(entries[1].error.find("n must be in [1, 16]") != std::string::npos);
     const std::string line = format_request_log_line(entries[0]);
     QVERIFY2(line.find("prompt=2 generated=4") != std::string::npos &&
                  line.find("finish=length") != std::string::npos,
@@ -559,6 +622,132 @@ class ServerHttpTest : public QObject {
     QCOMPARE(slow.num_unfinished_requests(), 0);
     // Stopped: nothing listens any more.
     QCOMPARE(http_call(url, "GET", "/health", {}, {}, 2000).status, -1);
+  }
+  // Security defaults (docs/RELIABILITY.md): loopback bind, the exposure warning, the key compare.
+  void security_defaults() {
+    QCOMPARE(ServerConfig{}.host, std::string("127.0.0.1"));
+    QVERIFY(ServerConfig{}.allowed_origins.empty());
+    ServerConfig defaults;
+    defaults.port = 0;
+    defaults.log_requests = false;
+    Result<std::unique_ptr<ApiServer>> s = ApiServer::start(*engine_, defaults);
+    LATHE_QVERIFY_RESULT(s);
+    QVERIFY(starts_with(s.value()->url(), "http://127.0.0.1:"));
+    s.value()->stop(std::chrono::milliseconds(0));
+
+    ServerConfig c;
+    QVERIFY(exposure_warning(c).empty());  // loopback
+    c.host = "0.0.0.0";
+    QVERIFY(exposure_warning(c).find("every interface") != std::string::npos);
+    QVERIFY(exposure_warning(c).find("--api-key") != std::string::npos);
+    c.host = "192.168.1.5";
+    QVERIFY(!exposure_warning(c).empty());
+    c.api_key = "k";
+    QVERIFY(exposure_warning(c).empty());
+    for (const char* h : {"127.0.0.1", "127.1.2.3", "::1", "localhost"})
+      QVERIFY(is_loopback_host(h));
+    for (const char* h : {"0.0.0.0", "::", "10.0.0.1", "128.0.0.1"}) QVERIFY(!is_loopback_host(h));
+
+    QVERIFY(equal_constant_time("sekrit", "sekrit"));
+    QVERIFY(equal_constant_time("", ""));
+    QVERIFY(!equal_constant_time("sekrit", "sekri"));  // a prefix
+    QVERIFY(!equal_constant_time("sekri", "sekrit"));
+    QVERIFY(!equal_constant_time("sekrit", "sekriT"));  // last byte
+    QVERIFY(!equal_constant_time("sekrit", ""));
+    QVERIFY(!equal_constant_time(std::string("a\0b", 3), std::string("a\0c", 3)));
+    QVERIFY(!equal_constant_time(std::string("ab\0", 3), "ab"));  // padding is not a match
+  }
+
+  // Without --allowed-origins a browser page (any request with Origin) gets 403 and no CORS
+  // headers; listed origins get Access-Control-Allow-Origin and a preflight answer.
+  void browser_origins_refused_unless_allowed() {
+    const std::string body = json({{"prompt", "x"}, {"max_tokens", 1}}).dump();
+    HttpClientResponse page =
+        http_call(url_, "POST", "/v1/completions", body, {{"Origin", "http://evil.example"}});
+    QCOMPARE(page.status, 403);
+    QVERIFY(is_openai_error(page.body));
+    QVERIFY(page.body.find("--allowed-origins") != std::string::npos);
+    QVERIFY(page.header("Access-Control-Allow-Origin").empty());
+    QCOMPARE(http_call(url_, "GET", "/metrics", {}, {{"Origin", "null"}}).status, 403);
+    HttpClientResponse plain = http_call(url_, "POST", "/v1/completions", body);
+    QCOMPARE(plain.status, 200);  // no Origin: not a browser page
+    QVERIFY(plain.header("Access-Control-Allow-Origin").empty());
+    QVERIFY(http_call(url_, "OPTIONS", "/v1/completions", {}, {{"Origin", "http://evil.example"}})
+                .status >= 400);
+
+    ServerConfig config;
+    config.allowed_origins = {"http://localhost:3000"};
+    std::unique_ptr<ApiServer> cors = start_server(*engine_, config);
+    const Url url = local_url(cors->port());
+    HttpClientResponse ok =
+        http_call(url, "POST", "/v1/completions", body, {{"Origin", "http://localhost:3000"}});
+    QCOMPARE(ok.status, 200);
+    QCOMPARE(ok.header("Access-Control-Allow-Origin"), std::string("http://localhost:3000"));
+    HttpClientResponse pre =
+        http_call(url, "OPTIONS", "/v1/chat/completions", {},
+                  {{"Origin", "http://localhost:3000"}, {"Access-Control-Request-Method", "POST"}});
+    QCOMPARE(pre.status, 204);
+    QCOMPARE(pre.header("Access-Control-Allow-Origin"), std::string("http://localhost:3000"));
+    QVERIFY(pre.header("Access-Control-Allow-Headers").find("Authorization") != std::string::npos);
+    QCOMPARE(http_call(url, "POST", "/v1/completions", body, {{"Origin", "http://other.example"}})
+                 .status,
+             403);
+    QCOMPARE(http_call(url, "OPTIONS", "/v1/completions", {}, {{"Origin", "http://other.example"}})
+                 .status,
+             403);
+    cors->stop(std::chrono::milliseconds(0));
+  }
+
+  // Every cap is a 4xx with an OpenAI error naming the field, never work done.
+  void request_caps_are_4xx() {
+    const json msgs = {{{"role", "user"}, {"content", "hi"}}};
+    json many_stops = json::array();
+    for (int i = 0; i < 17; ++i) many_stops.push_back("s" + std::to_string(i));
+    struct Case {
+      std::string path;
+      json body;
+      std::string param;
+    };
+    const std::vector<Case> cases = {
+        {"/v1/completions",
+         {{"prompt", std::string(300, 'x')}, {"max_tokens", 1}},
+         ""},  // > max-model-len
+        {"/v1/completions", {{"prompt", "x"}, {"max_tokens", 257}}, "max_tokens"},
+        {"/v1/completions", {{"prompt", "x"}, {"max_tokens", 2147483648ll}}, "max_tokens"},
+        {"/v1/completions", {{"prompt", "x"}, {"stop", many_stops}}, "stop"},
+        {"/v1/completions", {{"prompt", "x"}, {"stop", std::string(1025, 's')}}, "stop"},
+        {"/v1/chat/completions", {{"messages", msgs}, {"n", 2}}, "n"},
+        {"/v1/chat/completions", {{"messages", msgs}, {"n", 1000000}}, "n"},
+    };
+    for (const Case& c : cases) {
+      const HttpClientResponse r = http_call(url_, "POST", c.path, c.body.dump());
+      QVERIFY2(r.status >= 400 && r.status < 500,
+               (c.body.dump().substr(0, 80) + " -> " + std::to_string(r.status)).c_str());
+      QVERIFY(is_openai_error(r.body));
+      if (!c.param.empty()) QCOMPARE(error_param(r.body), c.param);
+    }
+  }
+
+  // /health and /metrics never show what was asked.
+  void health_and_metrics_reveal_no_prompt_text() {
+    const std::string marker = "zebra-7f3a-secret-prompt";
+    QCOMPARE(http_call(url_, "POST", "/v1/completions",
+                       json({{"prompt", marker}, {"max_tokens", 2}}).dump())
+                 .status,
+             200);
+    const json msgs = {{{"role", "user"}, {"content", marker}}};
+    QCOMPARE(http_call(url_, "POST", "/v1/chat/completions",
+                       json({{"messages", msgs}, {"max_tokens", 2}}).dump())
+                 .status,
+             200);
+    http_call(url_, "POST", "/v1/completions",
+              json({{"prompt", marker}, {"max_tokens", -1}}).dump());  // rejected, still no echo
+    for (const char* path : {"/health", "/metrics", "/version", "/v1/models"}) {
+      const HttpClientResponse r = http_call(url_, "GET", path);
+      QCOMPARE(r.status, 200);
+      QVERIFY2(r.body.find(marker) == std::string::npos, path);
+      QVERIFY2(r.body.find("zebra") == std::string::npos, path);
+    }
   }
 };
 

@@ -204,11 +204,24 @@ class UiUnitsTest : public QObject {
     QVERIFY(store.setData(store.index(store.indexOf(b.id)), "Via model", Qt::EditRole));
     QCOMPARE(store.data(store.index(store.indexOf(b.id)), Qt::DisplayRole).toString(),
              QString("Via model"));
-    // A broken file is skipped and reported, never fatal.
-    writeFile(folder + "/0badf00d-0000-0000-0000-000000000000.json", "{ not json");
+    // A broken file is reported and renamed aside (kept, not read again), never fatal.
+    const QString broken = folder + "/0badf00d-0000-0000-0000-000000000000.json";
+    writeFile(broken, "{ not json");
     store.reload();
     QCOMPARE(store.rowCount(), 2);
     QVERIFY(store.lastError().contains("0badf00d"));
+    QVERIFY(store.lastError().contains("set aside"));
+    QVERIFY(!QFile::exists(broken));
+    const QStringList aside =
+        QDir(folder).entryList({"0badf00d-0000-0000-0000-000000000000.json.corrupt-*"});
+    QCOMPARE(aside.size(), 1);
+    QVERIFY(store.lastError().contains(aside[0]));
+    QFile kept(folder + "/" + aside[0]);
+    QVERIFY(kept.open(QIODevice::ReadOnly));
+    QCOMPARE(kept.readAll(), QByteArray("{ not json"));
+    store.reload();
+    QVERIFY(store.lastError().isEmpty());  // reported once
+    QCOMPARE(store.rowCount(), 2);
     QVERIFY(store.remove(a.id));
     QVERIFY(!QFile::exists(folder + "/" + a.id + ".json"));
     QCOMPARE(store.rowCount(), 1);

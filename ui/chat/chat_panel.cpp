@@ -81,6 +81,9 @@ ChatPanel::ChatPanel(EngineBridge* bridge, ConversationStore* store, QWidget* pa
   m_banner = new MessageBanner;
   m_banner->setObjectName(QStringLiteral("chatBanner"));
   centerLayout->addWidget(m_banner);
+  // Conversation files set aside when the store first read the folder.
+  if (!m_store->lastError().isEmpty())
+    m_banner->showMessage(MessageBanner::Kind::kWarning, m_store->lastError());
   m_modelLabel = new QLabel;
   m_modelLabel->setObjectName(QStringLiteral("chatModel"));
   m_modelLabel->setForegroundRole(QPalette::PlaceholderText);

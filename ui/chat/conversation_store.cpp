@@ -1,7 +1,9 @@
 #include "ui/chat/conversation_store.h"
 
+#include <QDateTime>
 #include <QDir>
 #include <QFile>
+#include <QFileInfo>
 #include <QJsonDocument>
 #include <QSaveFile>
 #include <QStandardPaths>
@@ -37,21 +39,31 @@ void ConversationStore::reload() {
   m_entries.clear();
   const QDir dir(m_folder);
   const QStringList files = dir.entryList({QStringLiteral("*.json")}, QDir::Files);
-  QStringList unreadable;
+  QStringList setAside;
+  const QString stamp = QDateTime::currentDateTime().toString(QStringLiteral("yyyyMMdd-HHmmss"));
   for (const QString& file : files) {
     Conversation c;
     const QString id = file.chopped(5);
-    if (!isValidId(id) || !load(id, &c)) {
-      unreadable << file;
+    if (isValidId(id) && load(id, &c)) {
+      m_entries.push_back({c.id, c.title, c.updated});
       continue;
     }
-    m_entries.push_back({c.id, c.title, c.updated});
+    // Unreadable (torn by another program, edited by hand, a foreign file): renamed aside, so it
+    // is neither lost nor read again, and reported.
+    const QString why = isValidId(id) ? m_lastError : tr("not a conversation file name");
+    QString aside = dir.filePath(file + QStringLiteral(".corrupt-") + stamp);
+    for (int n = 1; QFile::exists(aside); ++n)
+      aside = dir.filePath(file + QStringLiteral(".corrupt-%1-%2").arg(stamp).arg(n));
+    if (QFile::rename(dir.filePath(file), aside))
+      setAside << tr("%1 (%2; kept as %3)").arg(file, why, QFileInfo(aside).fileName());
+    else
+      setAside << tr("%1 (%2; could not be renamed)").arg(file, why);
   }
   sortEntries();
   endResetModel();
-  m_lastError = unreadable.isEmpty() ? QString()
-                                     : tr("Skipped unreadable conversation files in %1: %2")
-                                           .arg(m_folder, unreadable.join(QStringLiteral(", ")));
+  m_lastError = setAside.isEmpty() ? QString()
+                                   : tr("Unreadable conversation files in %1 were set aside: %2")
+                                         .arg(m_folder, setAside.join(QStringLiteral("; ")));
 }
 
 void ConversationStore::sortEntries() {

@@ -1,7 +1,8 @@
 // Saved conversations: one JSON file per conversation in <app data>/conversations, exposed as a
 // list model (newest first) for the chat panel's sidebar. Editing a row's title renames the
-// conversation. Files that cannot be read are skipped and reported through lastError(), never
-// fatal.
+// conversation. Files are written atomically (QSaveFile: temporary, fsync, rename), so a crash
+// leaves the previous or the new version. Files that cannot be read are renamed aside
+// ("<id>.json.corrupt-<date>") and reported through lastError(), never dropped, never fatal.
 #pragma once
 
 #include <QAbstractListModel>

@@ -89,9 +89,15 @@ Status CudaModel::init(const LoadedModel& model) {
   hooks_ = fused_decode_test_hooks();
 
   const auto t0 = std::chrono::steady_clock::now();
-  LATHE_ASSIGN_OR_RETURN(weights_, upload_weights(model, options_.dtype, options_.dummy_seed,
-                                                  options_.parallel, sw.native_formats,
-                                                  ctx_->stream()));
+  LATHE_ASSIGN_OR_RETURN(
+      weights_, upload_weights(model, options_.dtype, options_.dummy_seed, options_.parallel,
+                               sw.native_formats, ctx_->stream()));
+  if (!sw.quant_rows) {
+    for (DeviceLayer& l : weights_.layers)
+      for (DeviceLinear* d : {&l.qkv, &l.o, &l.gate_up, &l.down})
+        for (QuantPart& q : d->parts) q.one_row_gemv = true;
+    for (QuantPart& q : weights_.lm_head.parts) q.one_row_gemv = true;
+  }
   log_info(strformat("CUDA: %s of weights on %s in %.1f s",
                      format_bytes(static_cast<double>(weights_.storage.bytes())).c_str(),
                      props().name.c_str(),

@@ -46,6 +46,7 @@ std::string CudaSwitches::describe() const {
   add(gemv_epilogues != d.gemv_epilogues, "gemv_epilogues=0");
   add(pdl != d.pdl, "pdl=0");
   add(native_formats != d.native_formats, "native_formats=0");
+  add(quant_rows != d.quant_rows, "quant_rows=0");
   return s.empty() ? std::string("defaults") : s;
 }
 
@@ -95,6 +96,7 @@ CudaSwitches cuda_switches_from_environment(std::vector<std::string>* warnings) 
   if (const char* v = env("LATHE_CUDA_GEMV_EPILOGUES")) s.gemv_epilogues = !is(v, "0");
   if (const char* v = env("LATHE_CUDA_PDL")) s.pdl = !is(v, "0");
   if (const char* v = env("LATHE_CUDA_NATIVE_FORMATS")) s.native_formats = !is(v, "0");
+  if (const char* v = env("LATHE_CUDA_QUANT_ROWS")) s.quant_rows = !is(v, "0");
   return s;
 }
 

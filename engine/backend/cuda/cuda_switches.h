@@ -29,9 +29,12 @@ struct CudaSwitches {
   bool fused_rope = true;      // LATHE_CUDA_FUSED_ROPE=0: RoPE/KV never in the fused QKV epilogue
   bool gemv_epilogues = true;  // LATHE_CUDA_GEMV_EPILOGUES=0: separate SwiGLU and RoPE/KV kernels
   bool pdl = true;             // LATHE_CUDA_PDL=0: no programmatic dependent launch
-  // LATHE_CUDA_NATIVE_FORMATS=0: quantized (GGUF) projections dequantized to the activation dtype at
-  // upload, as before native kernels (more memory; the dense kernels' speed).
+  // LATHE_CUDA_NATIVE_FORMATS=0: quantized (GGUF) projections dequantized to the activation dtype
+  // at upload, as before native kernels (more memory; the dense kernels' speed).
   bool native_formats = true;
+  // LATHE_CUDA_QUANT_ROWS=0: decode products of integer and FP8 parts by the one-row kernel instead
+  // of the multi-row one (quant_gemv_rows.cuh), for A/B runs.
+  bool quant_rows = true;
 
   // "fused=0 lookahead=0" for the switches that differ from the defaults; "defaults" when none.
   std::string describe() const;

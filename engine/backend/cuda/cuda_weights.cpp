@@ -4,8 +4,11 @@
 #include <cstring>
 #include <string>
 
-#include "engine/backend/cuda/weight_uploader.h"
+#include "engine/backend/cuda/dummy_quant.h"
 #include "engine/backend/cuda/random_fill.h"
+#include "engine/backend/cuda/weight_repack.h"
+#include "engine/backend/cuda/weight_uploader.h"
+#include "engine/core/log.h"
 #include "engine/core/strings.h"
 #include "engine/core/thread_pool.h"
 #include "engine/model/dequant.h"
@@ -83,7 +86,7 @@ struct ProjectionPlan {
   std::vector<int64_t> part_offsets;
 };
 
-// Bytes of one stored part on the device.
+// Bytes of one stored part on the device (integer and FP8 parts repacked, weight_repack.h).
 Result<int64_t> stored_bytes(const WeightMatrix& m, int64_t act_bytes) {
   switch (m.format) {
     case WeightFormat::kDense:
@@ -91,14 +94,27 @@ Result<int64_t> stored_bytes(const WeightMatrix& m, int64_t act_bytes) {
     case WeightFormat::kGguf:
       return m.data.nbytes();
     case WeightFormat::kInt:
-    case WeightFormat::kFp8:
-      break;
+    case WeightFormat::kFp8: {
+      LATHE_ASSIGN_OR_RETURN(const RepackShape s, repack_shape(m));
+      return s.bytes();
+    }
   }
-  return unsupported(m.name + ": the CUDA backend cannot load " + m.describe() + " weights yet");
+  return internal_error(m.name + ": unknown weight format");
+}
+
+bool has_no_gguf_kernel(const WeightMatrix& m) {
+  if (m.format != WeightFormat::kGguf) return false;
+  QuantPart probe;
+  probe.format = WeightFormat::kGguf;
+  probe.gguf_type = m.dtype;
+  probe.n = 1;
+  probe.k = dtype_info(m.dtype).block_size;
+  probe.data = &probe;
+  return !quant_part_supported(probe, nullptr);
 }
 
 // The device description of a stored part at `data`.
-QuantPart part_of(const WeightMatrix& m, const void* data, int64_t row_offset) {
+QuantPart part_of(const WeightMatrix& m, uint8_t* data, int64_t row_offset) {
   QuantPart q;
   q.format = m.format;
   q.gguf_type = m.dtype;
@@ -106,6 +122,16 @@ QuantPart part_of(const WeightMatrix& m, const void* data, int64_t row_offset) {
   q.n = m.n;
   q.k = m.k;
   q.row_offset = row_offset;
+  if (m.format == WeightFormat::kInt || m.format == WeightFormat::kFp8) {
+    const RepackShape s = repack_shape(m).value();  // checked when the layout was planned
+    q.bits = s.bits;
+    q.group_size = s.group_size;
+    q.scales = data + s.scales_at();
+    q.scale_dtype = s.scale_dtype;
+    q.zeros = s.has_zeros ? data + s.zeros_at() : nullptr;
+    q.g_idx = s.has_g_idx ? reinterpret_cast<const int32_t*>(data + s.g_idx_at()) : nullptr;
+    q.fp8_scale = s.fp8_scale;
+  }
   return q;
 }
 
@@ -128,14 +154,49 @@ Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint
   if (!dummy) {
     LATHE_ASSIGN_OR_RETURN(mw, bind_model_weights(model));
   }
+  // Dummy weights with --quantization: the layer projections in that format (dummy_quant.h).
+  const bool dummy_quant =
+      dummy && native_formats && model.online_quantization != OnlineQuant::kNone;
+  std::vector<LayerWeights> dummy_layers;
+  if (dummy_quant) {
+    dummy_layers.resize(static_cast<size_t>(c.num_layers));
+    for (int64_t i = 0; i < c.num_layers; ++i) {
+      LayerWeights& l = dummy_layers[static_cast<size_t>(i)];
+      auto part = [&](LinearGroup& g, const char* suffix, int64_t n, int64_t k) {
+        g.parts.push_back(dummy_quant_matrix(model.online_quantization,
+                                             WeightStore::layer_name(i, suffix), n, k));
+      };
+      part(l.qkv, "attn_q", qs, h);
+      part(l.qkv, "attn_k", kvs, h);
+      part(l.qkv, "attn_v", kvs, h);
+      part(l.o, "attn_output", h, qs);
+      part(l.gate_up, "ffn_gate", ffn, h);
+      part(l.gate_up, "ffn_up", ffn, h);
+      part(l.down, "ffn_down", h, ffn);
+    }
+    log_info(strformat(
+        "--quantization %s with dummy weights: %s layer projections of random "
+        "codes, LM head and embedding %s",
+        online_quant_name(model.online_quantization),
+        dummy_layers[0].qkv.parts[0].describe().c_str(), std::string(dtype_name(dtype)).c_str()));
+  }
+  // The layer weights a projection is planned from: the checkpoint's, the quantized dummy's, or
+  // none (16-bit dummy).
+  auto layer_source = [&](size_t i) -> const LayerWeights* {
+    if (!dummy) return &mw.layers[i];
+    return dummy_quant ? &dummy_layers[i] : nullptr;
+  };
 
   Layout lay;
   // A projection keeps its stored format(s) when one of its parts is not 16/32-bit (and the
   // native_formats switch is on); otherwise it is one dense matrix (GGUF blocks then dequantized).
   auto plan = [&](const LinearGroup* g, int64_t n, int64_t k) -> Result<ProjectionPlan> {
     ProjectionPlan pp;
-    if (g != nullptr && native_formats)
+    if (g != nullptr && native_formats) {
       for (const WeightMatrix& m : g->parts) pp.stored |= m.format != WeightFormat::kDense;
+      // A GGUF type without a kernel (q2_k, q3_k) is dequantized at upload, with its projection.
+      for (const WeightMatrix& m : g->parts) pp.stored &= !has_no_gguf_kernel(m);
+    }
     if (!pp.stored) {
       pp.dense_offset = lay.add(n * k * e);
       return pp;
@@ -161,7 +222,7 @@ Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint
   std::vector<LayerOffsets> lo(static_cast<size_t>(c.num_layers));
   for (size_t i = 0; i < lo.size(); ++i) {
     LayerOffsets& l = lo[i];
-    const LayerWeights* lw = dummy ? nullptr : &mw.layers[i];
+    const LayerWeights* lw = layer_source(i);
     LATHE_ASSIGN_OR_RETURN(l.qkv, plan(lw ? &lw->qkv : nullptr, qkv_rows, h));
     LATHE_ASSIGN_OR_RETURN(l.o, plan(lw ? &lw->o : nullptr, h, qs));
     LATHE_ASSIGN_OR_RETURN(l.gate_up, plan(lw ? &lw->gate_up : nullptr, 2 * ffn, h));
@@ -216,14 +277,14 @@ Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint
   w.layers.resize(lo.size());
   for (size_t i = 0; i < lo.size(); ++i) {
     DeviceLayer& d = w.layers[i];
-    const LayerWeights* lw = dummy ? nullptr : &mw.layers[i];
-    LATHE_ASSIGN_OR_RETURN(d.qkv, linear(lo[i].qkv, lw ? &lw->qkv : nullptr, qkv_rows, h,
-                                         "qkv_proj"));
+    const LayerWeights* lw = layer_source(i);
+    LATHE_ASSIGN_OR_RETURN(d.qkv,
+                           linear(lo[i].qkv, lw ? &lw->qkv : nullptr, qkv_rows, h, "qkv_proj"));
     LATHE_ASSIGN_OR_RETURN(d.o, linear(lo[i].o, lw ? &lw->o : nullptr, h, qs, "o_proj"));
-    LATHE_ASSIGN_OR_RETURN(d.gate_up, linear(lo[i].gate_up, lw ? &lw->gate_up : nullptr, 2 * ffn,
-                                             h, "gate_up_proj"));
-    LATHE_ASSIGN_OR_RETURN(d.down, linear(lo[i].down, lw ? &lw->down : nullptr, h, ffn,
-                                          "down_proj"));
+    LATHE_ASSIGN_OR_RETURN(
+        d.gate_up, linear(lo[i].gate_up, lw ? &lw->gate_up : nullptr, 2 * ffn, h, "gate_up_proj"));
+    LATHE_ASSIGN_OR_RETURN(d.down,
+                           linear(lo[i].down, lw ? &lw->down : nullptr, h, ffn, "down_proj"));
     d.attn_norm = atf(lo[i].attn_norm);
     d.ffn_norm = atf(lo[i].ffn_norm);
     d.q_bias = atf(lo[i].q_bias);
@@ -255,9 +316,21 @@ Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint
     const std::vector<MatrixShape> order = dummy_matrix_order(c);
     for (size_t sid = 0; sid < order.size(); ++sid) {
       const auto [dst, row] = place(order[sid].name);
+      if (dst == nullptr) continue;  // a quantized projection, filled below
       uint8_t* out = static_cast<uint8_t*>(dst) + row * order[sid].k * e;
       LATHE_RETURN_IF_ERROR(random_fill(dtype, out, order[sid].n * order[sid].k, 0, kDummyStd,
                                         dummy_seed, sid, stream));
+    }
+    uint64_t sid = order.size();
+    for (size_t i = 0; dummy_quant && i < w.layers.size(); ++i) {
+      DeviceLayer& d = w.layers[i];
+      const LayerWeights& l = dummy_layers[i];
+      for (const auto& [dl, g] : {std::pair{&d.qkv, &l.qkv}, std::pair{&d.o, &l.o},
+                                  std::pair{&d.gate_up, &l.gate_up}, std::pair{&d.down, &l.down}})
+        for (size_t j = 0; j < dl->parts.size(); ++j) {
+          LATHE_ASSIGN_OR_RETURN(const RepackShape s, repack_shape(g->parts[j]));
+          LATHE_RETURN_IF_ERROR(fill_dummy_quant_part(dl->parts[j], s, dummy_seed, sid++, stream));
+        }
     }
     LATHE_RETURN_IF_ERROR(constant_fill(DType::kF32, w.output_norm, h, 1.0f, stream));
     for (DeviceLayer& d : w.layers) {
@@ -293,8 +366,22 @@ Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint
         void* dst = const_cast<void*>(q.data);
         if (m.format == WeightFormat::kDense) {
           LATHE_RETURN_IF_ERROR(up.upload(m.name, m.data, Target{dst, dtype, 0, m.k}));
-        } else {
+        } else if (m.format == WeightFormat::kGguf) {
           LATHE_RETURN_IF_ERROR(up.upload_raw(m.name, m.data.data, m.data.nbytes(), dst));
+        } else {
+          // Integer codes and FP8: repacked on the host into the kernels' layout.
+          LATHE_ASSIGN_OR_RETURN(const RepackShape s, repack_shape(m));
+          const RepackedPart r = repack(m, s);
+          uint8_t* d = static_cast<uint8_t*>(dst);
+          LATHE_RETURN_IF_ERROR(up.upload_raw(m.name, r.data.data(), s.data_bytes, d));
+          LATHE_RETURN_IF_ERROR(
+              up.upload_raw(m.name, r.scales.data(), s.scale_bytes, d + s.scales_at()));
+          if (s.has_zeros)
+            LATHE_RETURN_IF_ERROR(
+                up.upload_raw(m.name, r.zeros.data(), s.zero_bytes, d + s.zeros_at()));
+          if (s.has_g_idx)
+            LATHE_RETURN_IF_ERROR(
+                up.upload_raw(m.name, r.g_idx.data(), s.g_idx_bytes, d + s.g_idx_at()));
         }
       }
       const TensorView& b = i < g.biases.size() ? g.biases[i] : TensorView{};

@@ -161,20 +161,24 @@ __device__ __forceinline__ void decode_chunk(const QuantPart& p, int64_t row, in
     using B = GgufBlock<K>;
     const int64_t row_bytes = p.k / B::kSize * B::kBytes;
     const int64_t e = c * 32;
-    const uint8_t* blk = static_cast<const uint8_t*>(p.data) + row * row_bytes +
-                         (e / B::kSize) * B::kBytes;
+    const uint8_t* blk =
+        static_cast<const uint8_t*>(p.data) + row * row_bytes + (e / B::kSize) * B::kBytes;
     decode_gguf<K>(blk, static_cast<int>((e % B::kSize) / 32), w);
   } else if constexpr (K == kInt4 || K == kInt8) {
     constexpr int kBits = K == kInt4 ? 4 : 8, kPer = 32 / kBits, kWords = 32 / kPer;
     const int64_t words_per_row = p.k / kPer;
     const uint32_t* words = static_cast<const uint32_t*>(p.data) + row * words_per_row + c * kWords;
     const int64_t groups = p.k / p.group_size;
-    const __half* scales = static_cast<const __half*>(p.scales) + row * groups;
+    const bool f32_scales = p.scale_dtype == DType::kF32;
+    auto scale = [&](int64_t g) {
+      return f32_scales ? static_cast<const float*>(p.scales)[row * groups + g]
+                        : __half2float(static_cast<const __half*>(p.scales)[row * groups + g]);
+    };
     const uint8_t* zeros = p.zeros != nullptr ? p.zeros + row * groups : nullptr;
     constexpr float kMid = static_cast<float>(1 << (kBits - 1));
     if (p.g_idx == nullptr) {
       const int64_t g = c * 32 / p.group_size;
-      const float s = __half2float(scales[g]);
+      const float s = scale(g);
       const float z = zeros != nullptr ? static_cast<float>(zeros[g]) : kMid;
 #pragma unroll
       for (int wi = 0; wi < kWords; ++wi) {
@@ -192,8 +196,8 @@ __device__ __forceinline__ void decode_chunk(const QuantPart& p, int64_t row, in
         for (int j = 0; j < kPer; ++j) {
           const int32_t g = p.g_idx[c * 32 + wi * kPer + j];
           const float z = zeros != nullptr ? static_cast<float>(zeros[g]) : kMid;
-          w[wi * kPer + j] = __half2float(scales[g]) *
-                             (static_cast<float>((word >> (j * kBits)) & ((1u << kBits) - 1)) - z);
+          w[wi * kPer + j] =
+              scale(g) * (static_cast<float>((word >> (j * kBits)) & ((1u << kBits) - 1)) - z);
         }
       }
     }

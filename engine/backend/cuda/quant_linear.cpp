@@ -61,8 +61,8 @@ int64_t QuantPart::bytes() const {
       return n * (k / dtype_info(gguf_type).block_size) * dtype_info(gguf_type).block_bytes;
     case WeightFormat::kInt: {
       const int64_t groups = group_size > 0 ? k / group_size : 1;
-      return n * k * bits / 8 + n * groups * 2 + (zeros != nullptr ? n * groups : 0) +
-             (g_idx != nullptr ? 4 * k : 0);
+      return n * k * bits / 8 + n * groups * (scale_dtype == DType::kF32 ? 4 : 2) +
+             (zeros != nullptr ? n * groups : 0) + (g_idx != nullptr ? 4 * k : 0);
     }
     case WeightFormat::kFp8: {
       int64_t s = 4;
@@ -86,16 +86,18 @@ bool quant_part_supported(const QuantPart& p, std::string* why) {
                 " weights (supported: q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k)");
     return no(strformat("no CUDA kernel for %d-bit integer weights (4 or 8)", p.bits));
   }
-  if (p.k % 32 != 0) return no(strformat("the input width %lld is not a multiple of 32",
-                                         static_cast<long long>(p.k)));
+  if (p.k % 32 != 0)
+    return no(
+        strformat("the input width %lld is not a multiple of 32", static_cast<long long>(p.k)));
   if (is_gguf_kind(kind) && p.k % dtype_info(p.gguf_type).block_size != 0)
     return no("the input width is not a whole number of GGUF blocks");
   if (p.format == WeightFormat::kInt &&
       (p.group_size <= 0 || p.group_size % 32 != 0 || p.k % p.group_size != 0 ||
-       p.scales == nullptr))
-    return no(strformat("integer weights need a group size that is a multiple of 32 dividing %lld "
-                        "(got %d) and scales",
-                        static_cast<long long>(p.k), p.group_size));
+       p.scales == nullptr || (p.scale_dtype != DType::kF16 && p.scale_dtype != DType::kF32)))
+    return no(
+        strformat("integer weights need a group size that is a multiple of 32 dividing %lld "
+                  "(got %d) and scales",
+                  static_cast<long long>(p.k), p.group_size));
   if (p.format == WeightFormat::kFp8 && p.scales == nullptr) return no("FP8 weights need scales");
   if (p.data == nullptr || p.n <= 0) return no("the part holds no rows");
   return true;
@@ -125,9 +127,9 @@ Status quant_dequantize(const QuantPart& p, DType act, void* out, int64_t r0, in
   if (r0 < 0 || r1 > p.n) return invalid_argument("quant_dequantize: rows outside the part");
   LATHE_RETURN_IF_ERROR(check(p, "quant_dequantize"));
   const int kind = kind_of(p);
-  const cudaError_t err =
-      is_gguf_kind(kind) ? quant::dequantize_gguf(kind, p, act, out, r0, r1, stream)
-                         : quant::dequantize_other(kind, p, act, out, r0, r1, stream);
+  const cudaError_t err = is_gguf_kind(kind)
+                              ? quant::dequantize_gguf(kind, p, act, out, r0, r1, stream)
+                              : quant::dequantize_other(kind, p, act, out, r0, r1, stream);
   if (err != cudaSuccess) return cuda_error(err, "launch of quant_dequantize_kernel");
   return check_launch("quant_dequantize_kernel");
 }

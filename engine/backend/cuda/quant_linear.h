@@ -1,8 +1,8 @@
 // Linear layers on weights kept in their quantized format on the GPU (no upload-time
-// dequantization): GGUF block types, integer codes with group scales (GPTQ / AWQ / compressed-tensors,
-// repacked at upload into Lathe's row layout below), FP8 e4m3 with per-tensor / per-channel /
-// 128x128-block scales, and plain rows of the activation dtype (a dense part inside a quantized
-// projection). Correct for any batch size; the speed work is issue 14:
+// dequantization): GGUF block types, integer codes with group scales (GPTQ / AWQ /
+// compressed-tensors, repacked at upload into Lathe's row layout below), FP8 e4m3 with per-tensor /
+// per-channel / 128x128-block scales, and plain rows of the activation dtype (a dense part inside a
+// quantized projection). Correct for any batch size; the speed work is issue 14:
 //   quant_gemv()        y[m, row_offset + r] = sum_k x[m, k] * W[r, k] for m < M <= kQuantGemvMaxM:
 //                       one warp per output row, each lane dequantizes 32 weights at a time in
 //                       registers and dots them with every row of x (float32 accumulation).
@@ -13,7 +13,8 @@
 // products and sums in float32; the dequantize path rounds weights to the activation dtype first.
 //
 // Lathe's integer row layout (kInt on the device): codes [n, k * bits / 32] u32, element j of a row
-// in word j / (32 / bits) at bit (j % (32 / bits)) * bits, unsigned; scales [n, k / group_size] f16;
+// in word j / (32 / bits) at bit (j % (32 / bits)) * bits, unsigned; scales [n, k / group_size] f16
+// or f32 (the checkpoint's f16 kept, others widened to f32, so that no scale is rounded);
 // zero points [n, k / group_size] u8 (null: 2^(bits - 1), symmetric); g_idx [k] i32 (act-order:
 // the group of input j; null: j / group_size). group_size is a multiple of 32 (per channel: k).
 #pragma once
@@ -39,18 +40,21 @@ struct QuantPart {
   const void* data = nullptr;                  // the format's values (see above)
   int64_t n = 0, k = 0;
   int64_t row_offset = 0;
-  int32_t bits = 0;        // kInt: 4 or 8
-  int32_t group_size = 0;  // kInt: inputs per scale group
-  const void* scales = nullptr;    // kInt: f16 [n, k / group_size]; kFp8: f32 (fp8_scale)
-  const uint8_t* zeros = nullptr;  // kInt: u8 [n, k / group_size], or null
-  const int32_t* g_idx = nullptr;  // kInt: [k], or null
+  int32_t bits = 0;              // kInt: 4 or 8
+  int32_t group_size = 0;        // kInt: inputs per scale group
+  const void* scales = nullptr;  // kInt: [n, k / group_size] of scale_dtype; kFp8: f32 (fp8_scale)
+  DType scale_dtype = DType::kF16;                         // kInt: f16 or f32
+  const uint8_t* zeros = nullptr;                          // kInt: u8 [n, k / group_size], or null
+  const int32_t* g_idx = nullptr;                          // kInt: [k], or null
   ScaleGranularity fp8_scale = ScaleGranularity::kTensor;  // kFp8: kTensor [1], kChannel [n],
                                                            // kBlock [ceil(n/128), ceil(k/128)]
+  bool one_row_gemv = false;  // the one-row decode kernel even where the multi-row one applies
   // Bytes of this part on the device (data and its scales, zero points, g_idx).
   int64_t bytes() const;
 };
 
-// Whether the kernels take this part (format, block type, bits, group size, k % 32); `why` when not.
+// Whether the kernels take this part (format, block type, bits, group size, k % 32); `why` when
+// not.
 bool quant_part_supported(const QuantPart& p, std::string* why);
 
 // x: [m, k] of `act` (bf16 or f16), 16-byte aligned rows; y: row stride ldy elements of out_dtype

@@ -1,5 +1,6 @@
 // The quantized linear kernels for integer codes, FP8 and dense rows (quant_linear.h).
 #include "engine/backend/cuda/quant_dispatch.h"
+#include "engine/backend/cuda/quant_gemv_rows.cuh"
 #include "engine/backend/cuda/quant_kernels.cuh"
 
 namespace lathe::cuda::quant {
@@ -8,10 +9,16 @@ cudaError_t gemv_other(int kind, const QuantPart& p, DType act, const void* x, D
                        void* y, int64_t ldy, int64_t m, cudaStream_t stream) {
   switch (kind) {
     case kInt4:
+      if (!p.one_row_gemv && rows_kernel_takes<kInt4>(p))
+        return launch_gemv_rows<kInt4>(p, act, x, out_dtype, y, ldy, m, stream);
       return launch_gemv<kInt4>(p, act, x, out_dtype, y, ldy, m, stream);
     case kInt8:
+      if (!p.one_row_gemv && rows_kernel_takes<kInt8>(p))
+        return launch_gemv_rows<kInt8>(p, act, x, out_dtype, y, ldy, m, stream);
       return launch_gemv<kInt8>(p, act, x, out_dtype, y, ldy, m, stream);
     case kFp8:
+      if (!p.one_row_gemv && rows_kernel_takes<kFp8>(p))
+        return launch_gemv_rows<kFp8>(p, act, x, out_dtype, y, ldy, m, stream);
       return launch_gemv<kFp8>(p, act, x, out_dtype, y, ldy, m, stream);
     case kDenseAct:
       return launch_gemv<kDenseAct>(p, act, x, out_dtype, y, ldy, m, stream);

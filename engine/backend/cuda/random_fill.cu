@@ -37,6 +37,18 @@ __global__ void constant_fill_kernel(D* __restrict__ dst, int64_t n, float value
     dst[i] = from_float<D>(value);
 }
 
+__global__ void random_bytes_kernel(uint32_t* __restrict__ dst, int64_t words, uint32_t and_mask,
+                                    uint64_t seed, uint64_t stream_id) {
+  for (int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < words;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const Philox4 r = philox4x32_10(
+        static_cast<uint32_t>(c), static_cast<uint32_t>(static_cast<uint64_t>(c) >> 32),
+        static_cast<uint32_t>(stream_id), static_cast<uint32_t>(stream_id >> 32),
+        static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+    dst[c] = r.v[0] & and_mask;
+  }
+}
+
 int grid_for(int64_t n) {
   return static_cast<int>(std::min<int64_t>(ceil_div(n, 256), 8192));
 }
@@ -66,6 +78,17 @@ Status random_fill(DType dtype, void* dst, int64_t n, int64_t element_offset, fl
       return invalid_argument("random_fill: dtype must be bf16, f16 or f32");
   }
   return check_launch("random_fill_kernel");
+}
+
+Status random_bytes(void* dst, int64_t bytes, uint8_t and_mask, uint64_t seed, uint64_t stream_id,
+                    cudaStream_t stream) {
+  if (bytes <= 0) return Status();
+  if (bytes % 4 != 0 || reinterpret_cast<uintptr_t>(dst) % 4 != 0)
+    return invalid_argument("random_bytes: a whole number of aligned 4-byte words");
+  const uint32_t mask = 0x01010101u * and_mask;
+  random_bytes_kernel<<<grid_for(bytes / 4), 256, 0, stream>>>(static_cast<uint32_t*>(dst),
+                                                               bytes / 4, mask, seed, stream_id);
+  return check_launch("random_bytes_kernel");
 }
 
 Status constant_fill(DType dtype, void* dst, int64_t n, float value, cudaStream_t stream) {

@@ -22,6 +22,11 @@ namespace lathe::cuda {
 Status random_fill(DType dtype, void* dst, int64_t n, int64_t element_offset, float std,
                    uint64_t seed, uint64_t stream_id, cudaStream_t stream);
 
+// Random bytes (quantized dummy weights: codes of a format), each ANDed with `and_mask` (FP8 E4M3
+// codes use 0xBF so that no byte is a NaN). `bytes` a multiple of 4, `dst` 4-byte aligned.
+Status random_bytes(void* dst, int64_t bytes, uint8_t and_mask, uint64_t seed, uint64_t stream_id,
+                    cudaStream_t stream);
+
 // dst[i] = value for i < n, dtype f32, f16 or bf16.
 Status constant_fill(DType dtype, void* dst, int64_t n, float value, cudaStream_t stream);
 

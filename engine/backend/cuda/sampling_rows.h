@@ -26,8 +26,18 @@ struct DeviceSamplingRow {
   int32_t history_begin = 0;       // history[history_begin, history_prompt_end) is the prompt,
   int32_t history_prompt_end = 0;  // [history_prompt_end, history_end) the output
   int32_t history_end = 0;
+  int32_t bias_begin = 0;  // logit bias entries: biases[bias_begin, bias_end)
+  int32_t bias_end = 0;
+  int32_t mask_begin = -1;  // allowed-token bitmask: words[mask_begin, + ceil(V / 32)); -1: none
+  int32_t reserved = 0;
 };
-static_assert(sizeof(DeviceSamplingRow) == 72, "packed layout shared with the runner");
+static_assert(sizeof(DeviceSamplingRow) == 88, "packed layout shared with the runner");
+
+// One logit_bias entry of a row (ids unique within a row).
+struct DeviceTokenBias {
+  int32_t token = -1;
+  float bias = 0.0f;
+};
 
 struct DeviceSampledToken {
   int32_t token = -1;

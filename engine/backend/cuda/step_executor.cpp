@@ -10,6 +10,7 @@
 #include "engine/core/log.h"
 #include "engine/core/strings.h"
 #include "engine/runtime/draft_acceptance.h"
+#include "engine/runtime/sampling_params.h"
 
 namespace lathe::cuda {
 namespace {
@@ -54,10 +55,12 @@ Status StepExecutor::allocate(int32_t block_size) {
   limits_.max_logprobs = kMaxTopLogprobs;
   limits_.max_sample_rows = static_cast<int32_t>(rows);
   const int64_t fixed = StepLayout::make(options_.max_tokens, options_.max_seqs, rows).fixed_bytes;
-  // Banned ids per row; a penalty history per sequence (a draft row extends its predecessor's).
-  const int64_t tail =
-      std::min(kMaxTailBytes,
-               4 * (s * static_cast<int64_t>(options_.max_model_len) + rows * (kBannedPerRow + 1)));
+  // Banned ids per row; a penalty history per sequence (a draft row extends its predecessor's);
+  // logit bias entries (two words each) and an allowed-token mask per row.
+  const int64_t tail = std::min(
+      kMaxTailBytes,
+      4 * (s * static_cast<int64_t>(options_.max_model_len) +
+           rows * (kBannedPerRow + 1 + 2 * static_cast<int64_t>(kMaxLogitBias) + (v + 31) / 32)));
   LATHE_RETURN_IF_ERROR(
       step_dev_.allocate(fixed + 4 * limits_.max_pages + tail + 64, "step inputs"));
   LATHE_RETURN_IF_ERROR(
@@ -184,9 +187,13 @@ Status StepExecutor::sample(const PackedStep& p, PinnedBuffer& tokens_host,
       reinterpret_cast<const int32_t*>(step_dev_.as<uint8_t>() + p.banned_offset);
   const int32_t* history =
       reinterpret_cast<const int32_t*>(step_dev_.as<uint8_t>() + p.history_offset);
+  const DeviceTokenBias* biases =
+      reinterpret_cast<const DeviceTokenBias*>(step_dev_.as<uint8_t>() + p.bias_offset);
+  const uint32_t* mask_words =
+      reinterpret_cast<const uint32_t*>(step_dev_.as<uint8_t>() + p.mask_offset);
   if (p.needs_processing)
-    LATHE_RETURN_IF_ERROR(
-        process_logits(logits, vocab, rows, n, banned, history, counts_.as<int32_t>(), stream_));
+    LATHE_RETURN_IF_ERROR(process_logits(logits, vocab, rows, n, banned, history, biases,
+                                         mask_words, counts_.as<int32_t>(), stream_));
   LATHE_RETURN_IF_ERROR(sample_tokens(logits, vocab, rows, n, sampled_.as<DeviceSampledToken>(),
                                       top_.as<DeviceTokenLogprob>(), stream_));
   if (profiling_) LATHE_RETURN_IF_ERROR(prof_.mark_once(Phase::kSampler, stream_));

@@ -39,12 +39,20 @@ void for_each_row(const ModelInput& in, F&& f) {
     for (int32_t j = 0; j < in.sample_count(i); ++j) f(row++, j == 0);
 }
 
-// Tokens of the banned and history tails of `in`'s sampling rows, as pack_step() writes them.
-int64_t tail_tokens(const ModelInput& in) {
+// Words of an allowed-token mask for a vocabulary of `vocab`.
+int64_t mask_words(int64_t vocab) {
+  return (vocab + 31) / 32;
+}
+
+// 4-byte words of the banned, history, bias and mask tails of `in`'s sampling rows, as pack_step()
+// writes them (without the alignment between sections).
+int64_t tail_tokens(const ModelInput& in, int64_t vocab) {
   int64_t tail = 0;
   for_each_row(in, [&](size_t r, bool first) {
     const SamplingRow& row = in.sampling[r];
     tail += static_cast<int64_t>(row.banned_tokens.size());
+    tail += 2 * static_cast<int64_t>(row.logit_bias.size());
+    if (row.allowed) tail += mask_words(vocab);
     if (!has_penalties(row)) return;
     tail += !first && extends_history(in.sampling[r - 1], row)
                 ? 1
@@ -138,10 +146,10 @@ int64_t step_bytes(const ModelInput& in, const StepLimits& lim, int32_t pad_to,
   const int32_t t_count = in.num_tokens() + (s_count - in.num_seqs()) * pad_query_len;
   int64_t pages = 0;
   for (int32_t len : in.seq_lens) pages += pages_of(len, lim.block_size);
-  const int64_t tail = tail_tokens(in);
+  const int64_t tail = tail_tokens(in, lim.vocab_size);
   const int32_t rows = pad_query_len > 1 ? t_count : row_slots(in, s_count);
   return align16(StepLayout::make(t_count, s_count, rows).fixed_bytes + 4 * pages) +
-         align16(4 * tail) + 16;
+         align16(4 * tail) + 64;
 }
 
 Status pack_step(const ModelInput& in, const StepLimits& lim, int32_t pad_to, bool graph_rows,
@@ -233,7 +241,21 @@ Status pack_step(const ModelInput& in, const StepLimits& lim, int32_t pad_to, bo
   for (const SamplingRow& r : in.sampling) nb += static_cast<int64_t>(r.banned_tokens.size());
   p.history_offset = align16(p.banned_offset + 4 * nb);
   int32_t* history = reinterpret_cast<int32_t*>(host + p.history_offset);
-  int32_t b_used = 0, h_used = 0;
+  int64_t nh = 0, nbias = 0;
+  for_each_row(in, [&](size_t i, bool first) {
+    const SamplingRow& r = in.sampling[i];
+    if (has_penalties(r))
+      nh += !first && extends_history(in.sampling[i - 1], r)
+                ? 1
+                : static_cast<int64_t>(r.history_tokens.size());
+    nbias += static_cast<int64_t>(r.logit_bias.size());
+  });
+  p.bias_offset = align16(p.history_offset + 4 * nh);
+  DeviceTokenBias* biases = reinterpret_cast<DeviceTokenBias*>(host + p.bias_offset);
+  p.mask_offset = align16(p.bias_offset + 8 * nbias);
+  uint32_t* words = reinterpret_cast<uint32_t*>(host + p.mask_offset);
+  const int64_t row_words = mask_words(lim.vocab_size);
+  int32_t b_used = 0, h_used = 0, bias_used = 0, w_used = 0;
   for_each_row(in, [&](size_t i, bool first) {
     const SamplingRow& r = in.sampling[i];
     DeviceSamplingRow d;
@@ -276,10 +298,23 @@ Status pack_step(const ModelInput& in, const StepLimits& lim, int32_t pad_to, bo
       d.history_end = h_used;
       p.needs_processing = true;
     }
+    d.bias_begin = bias_used;
+    for (const TokenBias& b : r.logit_bias) biases[bias_used++] = DeviceTokenBias{b.token, b.bias};
+    d.bias_end = bias_used;
+    if (r.allowed) {
+      // Missing words (a mask shorter than the vocabulary) allow nothing, as on the CPU.
+      const int64_t have = std::min<int64_t>(row_words, static_cast<int64_t>(r.allowed->size()));
+      std::memcpy(words + w_used, r.allowed->data(), sizeof(uint32_t) * have);
+      std::fill(words + w_used + have, words + w_used + row_words, 0u);
+      d.mask_begin = w_used;
+      w_used += static_cast<int32_t>(row_words);
+    }
+    if (d.bias_end > d.bias_begin || d.mask_begin >= 0) p.needs_processing = true;
     if (r.num_logprobs >= 0) p.needs_logprobs = true;
     a.sampling[i] = d;
   });
-  p.bytes = p.history_offset + 4 * static_cast<int64_t>(h_used);
+  p.bytes = w_used > 0 ? p.mask_offset + 4 * static_cast<int64_t>(w_used)
+                       : p.bias_offset + 8 * static_cast<int64_t>(bias_used);
   return Status();
 }
 

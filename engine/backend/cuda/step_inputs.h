@@ -5,7 +5,8 @@
 // aligned:
 //   token_ids [T] i32 | positions [T] i32 | slot_mapping [T] i64 | query_start [S+1] i32 |
 //   seq_lens [S] i32 | kv_indptr [S+1] i32 | kv_last_page_len [S] i32 | lm_rows [R] i32 |
-//   sampling [R] DeviceSamplingRow | kv_indices [...] i32 | banned [...] i32 | history [...] i32
+//   sampling [R] DeviceSamplingRow | kv_indices [...] i32 | banned [...] i32 | history [...] i32 |
+//   biases [...] DeviceTokenBias | mask words [rows with a mask x ceil(V / 32)] u32
 // R is S except for a step whose sampled rows outnumber its sequences (drafts to verify: R = the
 // sampled rows). The offsets depend only on (T, S, R), so a CUDA graph captured for a decode bucket
 // of B sequences (T = S = R = B) reads its inputs from fixed addresses on every replay. Only the
@@ -79,8 +80,10 @@ struct PackedStep {
   int64_t num_pages = 0;
   int64_t banned_offset = 0;      // bytes from the base: banned ids
   int64_t history_offset = 0;     // bytes from the base: history tokens
+  int64_t bias_offset = 0;        // bytes from the base: DeviceTokenBias entries
+  int64_t mask_offset = 0;        // bytes from the base: allowed-token bitmask words
   int64_t bytes = 0;              // bytes to copy
-  bool needs_processing = false;  // some row has banned tokens or penalties
+  bool needs_processing = false;  // some row has banned tokens, penalties, a bias or a mask
   bool needs_logprobs = false;
 };
 

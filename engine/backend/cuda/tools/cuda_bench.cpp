@@ -12,7 +12,7 @@
 //       [--context 512[,2048,...]] [--profile 1,64] [--throughput 1000,1024,128]
 //       [--max-num-seqs 256]
 //       [--max-num-batched-tokens 8192] [--max-model-len 4096] [--gpu-memory-utilization 0.9]
-//       [--dtype bf16|f16] [--enforce-eager] [--skip LIST]
+//       [--dtype bf16|f16] [--enforce-eager] [--skip LIST] [--quantization fp8|int8|int4]
 // The model is loaded with dummy weights unless --load-format auto is given.
 #include <algorithm>
 #include <chrono>
@@ -177,6 +177,7 @@ class Driver {
 struct Options {
   std::string model = "benchmarks/configs/llama-3.1-8b";
   bool dummy = true;
+  OnlineQuant quantization = OnlineQuant::kNone;  // --quantization: RTN of the projections at load
   CudaRunnerOptions runner;
   double copy_gbps = 0, gemm_tflops = 0;
   std::vector<int64_t> latency = {512, 128};
@@ -204,7 +205,10 @@ int main(int argc, char** argv) {
       o.model = next();
     else if (a == "--load-format")
       o.dummy = next() == "dummy";
-    else if (a == "--copy-gbps")
+    else if (a == "--quantization") {
+      if (!parse_online_quant(next(), &o.quantization))
+        die("--quantization must be fp8, int8 or int4");
+    } else if (a == "--copy-gbps")
       o.copy_gbps = std::atof(next().c_str());
     else if (a == "--gemm-tflops")
       o.gemm_tflops = std::atof(next().c_str());
@@ -248,6 +252,7 @@ int main(int argc, char** argv) {
   LoadOptions lo;
   lo.load_format = o.dummy ? LoadFormat::kDummy : LoadFormat::kAuto;
   lo.load_tokenizer = false;
+  lo.quantization = o.quantization;
   auto model = load_model(o.model, lo);
   check(model.status());
   const ModelConfig& c = model.value().config;
@@ -300,8 +305,21 @@ int main(int argc, char** argv) {
   const int64_t h = c.hidden_size, ffn = c.intermediate_size, v = c.vocab_size;
   const int64_t matrix_params =
       c.num_layers * (h * (c.q_size() + 2 * c.kv_size()) + c.q_size() * h + 3 * h * ffn);
-  const double weight_bytes_per_step = 2.0 * static_cast<double>(matrix_params + v * h);
+  // Weights read per step: all resident weights but the embedding (one row per token), as stored
+  // (quantized projections at their format's bytes, scales and zero points included).
+  const double embedding_bytes = c.tie_word_embeddings ? 0.0 : 2.0 * static_cast<double>(v * h);
+  const double weight_bytes_per_step =
+      o.quantization == OnlineQuant::kNone
+          ? 2.0 * static_cast<double>(matrix_params + v * h)
+          : static_cast<double>(mem.weight_bytes) - embedding_bytes;
   const double kv_per_token = static_cast<double>(c.kv_bytes_per_token(2));
+  std::printf("weights: %.3f GB resident (%s), %.3f GB read per decode step\n",
+              static_cast<double>(mem.weight_bytes) / 1e9,
+              o.quantization == OnlineQuant::kNone
+                  ? "as stored"
+                  : (std::string("projections --quantization ") + online_quant_name(o.quantization))
+                        .c_str(),
+              weight_bytes_per_step / 1e9);
   auto decode_bound_tps = [&](int64_t batch, double avg_ctx) {
     const double bytes = weight_bytes_per_step + batch * avg_ctx * kv_per_token;
     return o.copy_gbps > 0 ? batch / (bytes / (o.copy_gbps * 1e9)) : 0.0;

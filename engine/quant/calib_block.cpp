@@ -1,0 +1,182 @@
+#include "engine/quant/calib_block.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/backend/cpu/cpu_ops.h"
+#include "engine/core/strings.h"
+#include "engine/core/thread_pool.h"
+
+namespace lathe {
+namespace {
+
+constexpr int64_t kMlpChunkRows = 1024;
+constexpr int64_t kHessianChunkRows = 1024;
+
+Result<CalibLinear> read_linear(const QuantSource& s, const std::string& name,
+                                const std::string& bias_name) {
+  CalibLinear l;
+  LATHE_ASSIGN_OR_RETURN(l.w, s.read(name));
+  const std::vector<int64_t> shape = s.shape(name);
+  l.n = shape[0];
+  l.k = shape[1];
+  if (!bias_name.empty() && s.has(bias_name)) {
+    LATHE_ASSIGN_OR_RETURN(l.bias, s.read(bias_name));
+  }
+  return l;
+}
+
+}  // namespace
+
+CalibLayout make_calib_layout(const std::vector<std::vector<TokenId>>& samples) {
+  CalibLayout l;
+  l.start.push_back(0);
+  for (const auto& s : samples) {
+    for (size_t p = 0; p < s.size(); ++p) l.positions.push_back(static_cast<int32_t>(p));
+    l.start.push_back(l.start.back() + static_cast<int64_t>(s.size()));
+  }
+  return l;
+}
+
+Result<BlockTensors> read_block_tensors(const QuantSource& s, int64_t layer) {
+  const std::string p = "blk." + std::to_string(layer) + ".";
+  BlockTensors t;
+  LATHE_ASSIGN_OR_RETURN(t.attn_norm, s.read(p + "attn_norm"));
+  LATHE_ASSIGN_OR_RETURN(t.ffn_norm, s.read(p + "ffn_norm"));
+  if (s.has(p + "attn_q_norm")) {
+    LATHE_ASSIGN_OR_RETURN(t.q_norm, s.read(p + "attn_q_norm"));
+    LATHE_ASSIGN_OR_RETURN(t.k_norm, s.read(p + "attn_k_norm"));
+  }
+  LATHE_ASSIGN_OR_RETURN(t.q, read_linear(s, p + "attn_q", p + "attn_q_bias"));
+  LATHE_ASSIGN_OR_RETURN(t.k, read_linear(s, p + "attn_k", p + "attn_k_bias"));
+  LATHE_ASSIGN_OR_RETURN(t.v, read_linear(s, p + "attn_v", p + "attn_v_bias"));
+  LATHE_ASSIGN_OR_RETURN(t.o, read_linear(s, p + "attn_output", ""));
+  LATHE_ASSIGN_OR_RETURN(t.gate, read_linear(s, p + "ffn_gate", ""));
+  LATHE_ASSIGN_OR_RETURN(t.up, read_linear(s, p + "ffn_up", ""));
+  LATHE_ASSIGN_OR_RETURN(t.down, read_linear(s, p + "ffn_down", ""));
+  return t;
+}
+
+Result<std::vector<float>> calib_embeddings(const QuantSource& source,
+                                            const std::vector<std::vector<TokenId>>& samples) {
+  const TensorView* found = source.model().weights.find("token_embd");
+  if (found == nullptr) return not_found("the source has no token_embd tensor");
+  const TensorView table = *found;
+  const int64_t vocab = table.dim(0), hidden = table.dim(1);
+  std::vector<TokenId> ids;
+  for (const auto& s : samples) ids.insert(ids.end(), s.begin(), s.end());
+  for (TokenId id : ids)
+    if (id < 0 || id >= vocab)
+      return invalid_argument("calibration token id " + std::to_string(id) +
+                              " is outside the model's vocabulary of " + std::to_string(vocab) +
+                              " embeddings; the tokenizer does not match the weights");
+  std::vector<float> x(ids.size() * static_cast<size_t>(hidden));
+  cpu::embedding(table, ids.data(), static_cast<int64_t>(ids.size()), x.data());
+  return x;
+}
+
+CalibBlock::CalibBlock(const ModelConfig& config, const CalibLayout& layout)
+    : c_(config), layout_(layout), inv_freq_(cpu::rope_inv_freq(config)) {}
+
+void CalibBlock::norm(const float* x, const std::vector<float>& weight, float* out) const {
+  cpu::rms_norm(x, weight.data(), rows(), c_.hidden_size, static_cast<float>(c_.rms_norm_eps), out);
+}
+
+void CalibBlock::linear(const float* x, int64_t rows_x, const CalibLinear& l, float* y) const {
+  const TensorView w = make_view(DType::kF32, {l.n, l.k}, l.w.data());
+  cpu::linear(x, rows_x, w, l.bias.empty() ? nullptr : l.bias.data(), y, ThreadPool::global());
+}
+
+void CalibBlock::attention(const BlockTensors& t, std::vector<float>& q, std::vector<float>& k,
+                           const std::vector<float>& v, float* out) const {
+  const int64_t r = rows(), hd = c_.head_dim, nh = c_.num_heads, nkv = c_.num_kv_heads;
+  const float eps = static_cast<float>(c_.rms_norm_eps);
+  if (!t.q_norm.empty()) {
+    cpu::rms_norm(q.data(), t.q_norm.data(), r * nh, hd, eps, q.data());
+    cpu::rms_norm(k.data(), t.k_norm.data(), r * nkv, hd, eps, k.data());
+  }
+  cpu::rope(q.data(), layout_.positions.data(), r, nh, hd, inv_freq_, c_.rope_style);
+  cpu::rope(k.data(), layout_.positions.data(), r, nkv, hd, inv_freq_, c_.rope_style);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int64_t group = nh / nkv, window = c_.sliding_window;
+  const int64_t tasks = layout_.num_samples() * nh;
+  ThreadPool::global().parallel_for(tasks, [&](int64_t t0, int64_t t1) {
+    std::vector<float> score;
+    for (int64_t task = t0; task < t1; ++task) {
+      const int64_t s = task / nh, h = task % nh, kvh = h / group;
+      const int64_t b = layout_.start[static_cast<size_t>(s)];
+      const int64_t len = layout_.start[static_cast<size_t>(s) + 1] - b;
+      score.resize(static_cast<size_t>(len));
+      for (int64_t i = 0; i < len; ++i) {
+        const float* qi = q.data() + ((b + i) * nh + h) * hd;
+        const int64_t j0 = window > 0 ? std::max<int64_t>(0, i - window + 1) : 0;
+        float m = -INFINITY;
+        for (int64_t j = j0; j <= i; ++j) {
+          const float* kj = k.data() + ((b + j) * nkv + kvh) * hd;
+          float d = 0.f;
+          for (int64_t e = 0; e < hd; ++e) d += qi[e] * kj[e];
+          score[static_cast<size_t>(j)] = d * scale;
+          m = std::max(m, d * scale);
+        }
+        float sum = 0.f;
+        for (int64_t j = j0; j <= i; ++j) {
+          const float e = std::exp(score[static_cast<size_t>(j)] - m);
+          score[static_cast<size_t>(j)] = e;
+          sum += e;
+        }
+        float* o = out + ((b + i) * nh + h) * hd;
+        std::fill(o, o + hd, 0.f);
+        for (int64_t j = j0; j <= i; ++j) {
+          const float* vj = v.data() + ((b + j) * nkv + kvh) * hd;
+          const float p = score[static_cast<size_t>(j)] / sum;
+          for (int64_t e = 0; e < hd; ++e) o[e] += p * vj[e];
+        }
+      }
+    }
+  });
+}
+
+void CalibBlock::mlp_act(const float* h2, const CalibLinear& gate, const CalibLinear& up,
+                         float* m) const {
+  const int64_t ff = gate.n, hidden = gate.k;
+  std::vector<float> g, u;
+  for (int64_t r0 = 0; r0 < rows(); r0 += kMlpChunkRows) {
+    const int64_t n = std::min(kMlpChunkRows, rows() - r0);
+    g.resize(static_cast<size_t>(n * ff));
+    u.resize(static_cast<size_t>(n * ff));
+    linear(h2 + r0 * hidden, n, gate, g.data());
+    linear(h2 + r0 * hidden, n, up, u.data());
+    cpu::swiglu(g.data(), u.data(), m + r0 * ff, n * ff);
+  }
+}
+
+Result<std::vector<double>> CalibBlock::hessian(const float* x, int64_t k) const {
+  const int64_t n = rows();
+  for (int64_t i = 0; i < n * k; ++i)
+    if (!std::isfinite(x[i]))
+      return invalid_argument(strformat(
+          "calibration activations are not finite (row %lld, feature %lld): the source weights "
+          "overflow on this text",
+          static_cast<long long>(i / k), static_cast<long long>(i % k)));
+  std::vector<double> sum(static_cast<size_t>(k * k), 0.0);
+  std::vector<float> xt, y(static_cast<size_t>(k * k));
+  for (int64_t r0 = 0; r0 < n; r0 += kHessianChunkRows) {
+    const int64_t m = std::min(kHessianChunkRows, n - r0);
+    xt.resize(static_cast<size_t>(k * m));
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t j = 0; j < k; ++j) xt[static_cast<size_t>(j * m + r)] = x[(r0 + r) * k + j];
+    // y[a, b] = sum over the chunk's rows of x[., a] x[., b]: x^T times (x^T)^T.
+    const TensorView w = make_view(DType::kF32, {k, m}, xt.data());
+    cpu::linear(xt.data(), k, w, nullptr, y.data(), ThreadPool::global());
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += y[i];
+  }
+  const double f = n > 0 ? 2.0 / static_cast<double>(n) : 0.0;
+  for (double& v : sum) v *= f;
+  return sum;
+}
+
+void CalibBlock::add(float* x, const std::vector<float>& y) {
+  for (size_t i = 0; i < y.size(); ++i) x[i] += y[i];
+}
+
+}  // namespace lathe

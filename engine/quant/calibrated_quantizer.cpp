@@ -1,0 +1,285 @@
+#include "engine/quant/calibrated_quantizer.h"
+
+#include <algorithm>
+
+#include "engine/core/strings.h"
+#include "engine/quant/awq_search.h"
+#include "engine/quant/gptq.h"
+
+namespace lathe {
+namespace {
+
+Status check_cancel(const std::atomic<bool>* cancel) {
+  if (cancel != nullptr && cancel->load()) return cancelled("interrupted");
+  return Status();
+}
+
+// Rows [rows, k] picked evenly over the batch, at most `max_rows` of them.
+std::vector<float> sample_rows(const std::vector<float>& x, int64_t rows, int64_t k,
+                               int64_t max_rows) {
+  const int64_t m = std::min(rows, max_rows);
+  std::vector<float> out(static_cast<size_t>(m * k));
+  for (int64_t i = 0; i < m; ++i) {
+    const int64_t r = i * rows / m;
+    std::copy_n(x.begin() + r * k, k, out.begin() + i * k);
+  }
+  return out;
+}
+
+// x[:, j] /= s[j] over [rows, k].
+void divide_columns(std::vector<float>& x, int64_t k, const std::vector<float>& s) {
+  const int64_t rows = static_cast<int64_t>(x.size()) / k;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < k; ++j) x[static_cast<size_t>(r * k + j)] /= s[static_cast<size_t>(j)];
+}
+
+double squared_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double e = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = static_cast<double>(a[i]) - b[i];
+    e += d * d;
+  }
+  return e;
+}
+
+}  // namespace
+
+CalibratedQuantizer::CalibratedQuantizer(const QuantSource& source, const QuantScheme& scheme,
+                                         const CalibrationSet& calibration,
+                                         const CalibratedQuantizerOptions& o)
+    : source_(&source),
+      scheme_(scheme),
+      options_(o),
+      layout_(make_calib_layout(calibration.samples)),
+      block_(source.config(), layout_) {}
+
+Result<CalibratedQuantizer> CalibratedQuantizer::create(const QuantSource& source,
+                                                        const QuantScheme& scheme,
+                                                        const CalibrationSet& calibration,
+                                                        const CalibratedQuantizerOptions& options) {
+  if (scheme.kind != QuantKind::kInt || !scheme.needs_calibration())
+    return invalid_argument("the calibrated quantizer runs --scheme gptq or awq, not " +
+                            scheme.name);
+  if (calibration.samples.empty()) return invalid_argument("the calibration set is empty");
+  CalibratedQuantizer q(source, scheme, calibration, options);
+  LATHE_ASSIGN_OR_RETURN(q.x_, calib_embeddings(source, calibration.samples));
+  return q;
+}
+
+Result<CalibratedBlock> CalibratedQuantizer::quantize_block(int64_t layer,
+                                                            const std::atomic<bool>* cancel) {
+  if (layer != next_layer_)
+    return internal_error(
+        strformat("blocks must be quantized in order: asked for %lld, next is %lld",
+                  static_cast<long long>(layer), static_cast<long long>(next_layer_)));
+  LATHE_ASSIGN_OR_RETURN(BlockTensors t, read_block_tensors(*source_, layer));
+  CalibratedBlock out;
+  const std::string prefix = "blk." + std::to_string(layer) + ".";
+  if (scheme_.method == QuantMethod::kGptq) {
+    LATHE_RETURN_IF_ERROR(gptq_block(t, prefix, cancel, &out));
+  } else {
+    LATHE_RETURN_IF_ERROR(awq_block(t, prefix, cancel, &out));
+  }
+  ++next_layer_;
+  return out;
+}
+
+Status CalibratedQuantizer::gptq_block(BlockTensors& t, const std::string& prefix,
+                                       const std::atomic<bool>* cancel, CalibratedBlock* out) {
+  const int64_t rows = block_.rows(), hidden = source_->config().hidden_size;
+  GptqConfig gc;
+  gc.quant = scheme_.int_config;
+  gc.act_order = scheme_.desc_act;
+  gc.damp_percent = scheme_.damp_percent;
+  double err_sum = 0.0;
+  int64_t err_count = 0;
+  // Quantizes `l` (named `name`) from the Hessian `h`, then puts the dequantized weights in `l`
+  // for the stages after it; `x` is its input, for the output error.
+  auto quantize = [&](CalibLinear& l, const char* name, const std::vector<double>& h,
+                      const std::vector<float>& x) -> Status {
+    LATHE_RETURN_IF_ERROR(check_cancel(cancel));
+    Result<GptqResult> r = gptq_quantize(l.w.data(), l.n, l.k, h, gc);
+    if (!r.is_ok()) return r.status().with_context(prefix + name);
+    GptqResult& g = r.value();
+    if (g.fell_back_to_rtn) out->notes.push_back(prefix + name + ": " + g.fallback_reason);
+    std::vector<float> deq = dequantize_int(g.q);
+    // Output error on a sample of the input rows.
+    const std::vector<float> xs = sample_rows(x, rows, l.k, 256);
+    const int64_t m = static_cast<int64_t>(xs.size()) / l.k;
+    std::vector<float> y0(static_cast<size_t>(m * l.n)), y1(y0.size());
+    CalibLinear plain{l.w, {}, l.n, l.k};
+    block_.linear(xs.data(), m, plain, y0.data());
+    l.w = std::move(deq);
+    block_.linear(xs.data(), m, CalibLinear{l.w, {}, l.n, l.k}, y1.data());
+    err_sum += squared_error(y1, y0);
+    err_count += static_cast<int64_t>(y0.size());
+    out->linears.emplace(prefix + name, std::move(g.q));
+    return Status();
+  };
+  auto hessian_of = [&](const std::vector<float>& x, int64_t k) {
+    return block_.hessian(x.data(), k);
+  };
+
+  std::vector<float> h1(static_cast<size_t>(rows * hidden));
+  block_.norm(x_.data(), t.attn_norm, h1.data());
+  {
+    LATHE_ASSIGN_OR_RETURN(std::vector<double> h, hessian_of(h1, hidden));
+    LATHE_RETURN_IF_ERROR(quantize(t.q, "attn_q", h, h1));
+    LATHE_RETURN_IF_ERROR(quantize(t.k, "attn_k", h, h1));
+    LATHE_RETURN_IF_ERROR(quantize(t.v, "attn_v", h, h1));
+  }
+  std::vector<float> q(static_cast<size_t>(rows * t.q.n)), k(static_cast<size_t>(rows * t.k.n)),
+      v(static_cast<size_t>(rows * t.v.n));
+  block_.linear(h1.data(), rows, t.q, q.data());
+  block_.linear(h1.data(), rows, t.k, k.data());
+  block_.linear(h1.data(), rows, t.v, v.data());
+  h1 = {};
+  std::vector<float> a(static_cast<size_t>(rows * t.o.k));
+  block_.attention(t, q, k, v, a.data());
+  q = k = v = {};
+  {
+    LATHE_ASSIGN_OR_RETURN(std::vector<double> h, hessian_of(a, t.o.k));
+    LATHE_RETURN_IF_ERROR(quantize(t.o, "attn_output", h, a));
+  }
+  std::vector<float> y(static_cast<size_t>(rows * hidden));
+  block_.linear(a.data(), rows, t.o, y.data());
+  a = {};
+  CalibBlock::add(x_.data(), y);
+  std::vector<float> h2(static_cast<size_t>(rows * hidden));
+  block_.norm(x_.data(), t.ffn_norm, h2.data());
+  {
+    LATHE_ASSIGN_OR_RETURN(std::vector<double> h, hessian_of(h2, hidden));
+    LATHE_RETURN_IF_ERROR(quantize(t.gate, "ffn_gate", h, h2));
+    LATHE_RETURN_IF_ERROR(quantize(t.up, "ffn_up", h, h2));
+  }
+  std::vector<float> m(static_cast<size_t>(rows * t.down.k));
+  block_.mlp_act(h2.data(), t.gate, t.up, m.data());
+  h2 = {};
+  {
+    LATHE_ASSIGN_OR_RETURN(std::vector<double> h, hessian_of(m, t.down.k));
+    LATHE_RETURN_IF_ERROR(quantize(t.down, "ffn_down", h, m));
+  }
+  block_.linear(m.data(), rows, t.down, y.data());
+  CalibBlock::add(x_.data(), y);
+  out->output_error = err_count > 0 ? err_sum / static_cast<double>(err_count) : 0.0;
+  return Status();
+}
+
+Status CalibratedQuantizer::awq_block(BlockTensors& t, const std::string& prefix,
+                                      const std::atomic<bool>* cancel, CalibratedBlock* out) {
+  const int64_t rows = block_.rows(), hidden = source_->config().hidden_size;
+  AwqConfig ac;
+  ac.quant = scheme_.int_config;
+
+  // The float block, with every linear's input kept.
+  std::vector<float> h1(static_cast<size_t>(rows * hidden));
+  block_.norm(x_.data(), t.attn_norm, h1.data());
+  std::vector<float> q(static_cast<size_t>(rows * t.q.n)), k(static_cast<size_t>(rows * t.k.n)),
+      v(static_cast<size_t>(rows * t.v.n));
+  block_.linear(h1.data(), rows, t.q, q.data());
+  block_.linear(h1.data(), rows, t.k, k.data());
+  block_.linear(h1.data(), rows, t.v, v.data());
+  std::vector<float> a(static_cast<size_t>(rows * t.o.k));
+  block_.attention(t, q, k, v, a.data());
+  q = k = v = {};
+  std::vector<float> y(static_cast<size_t>(rows * hidden));
+  block_.linear(a.data(), rows, t.o, y.data());
+  CalibBlock::add(x_.data(), y);
+  std::vector<float> h2(static_cast<size_t>(rows * hidden));
+  block_.norm(x_.data(), t.ffn_norm, h2.data());
+  std::vector<float> m(static_cast<size_t>(rows * t.down.k));
+  block_.mlp_act(h2.data(), t.gate, t.up, m.data());
+  block_.linear(m.data(), rows, t.down, y.data());
+  CalibBlock::add(x_.data(), y);  // x_ is now the float block's output: the next block's input
+  y = {};
+  LATHE_RETURN_IF_ERROR(check_cancel(cancel));
+
+  // Scale search of one group sharing the input `x` ([rows, kk]); the loss is the squared error
+  // of the group's outputs on a sample of rows.
+  auto search = [&](const std::vector<float>& x, std::vector<CalibLinear*> group,
+                    const char* what) -> Result<std::vector<float>> {
+    LATHE_RETURN_IF_ERROR(check_cancel(cancel));
+    const int64_t kk = group[0]->k;
+    const std::vector<float> xs = sample_rows(x, rows, kk, options_.awq_loss_rows);
+    const int64_t ms = static_cast<int64_t>(xs.size()) / kk;
+    std::vector<std::vector<float>> ref(group.size());
+    std::vector<AwqLinear> linears;
+    for (size_t i = 0; i < group.size(); ++i) {
+      ref[i].resize(static_cast<size_t>(ms * group[i]->n));
+      block_.linear(xs.data(), ms, CalibLinear{group[i]->w, {}, group[i]->n, kk}, ref[i].data());
+      linears.push_back({group[i]->w.data(), group[i]->n});
+    }
+    std::vector<float> yc;
+    AwqLossFn loss = [&](const std::vector<std::vector<float>>& cand) -> Result<double> {
+      double e = 0.0;
+      for (size_t i = 0; i < cand.size(); ++i) {
+        yc.resize(ref[i].size());
+        block_.linear(xs.data(), ms, CalibLinear{cand[i], {}, group[i]->n, kk}, yc.data());
+        e += squared_error(yc, ref[i]);
+      }
+      return e;
+    };
+    Result<AwqScaleResult> r =
+        awq_search_scales(awq_activation_means(x.data(), rows, kk), linears, kk, ac, loss);
+    if (!r.is_ok()) return r.status().with_context(prefix + what);
+    for (CalibLinear* l : group) awq_scale_columns(l->w.data(), l->n, kk, r.value().scales.data());
+    return std::move(r.value().scales);
+  };
+
+  LATHE_ASSIGN_OR_RETURN(std::vector<float> s_qkv, search(h1, {&t.q, &t.k, &t.v}, "attn_q/k/v"));
+  awq_fold_into_norm(t.attn_norm.data(), nullptr, hidden, s_qkv.data());
+  divide_columns(h1, hidden, s_qkv);
+  out->replaced[prefix + "attn_norm"] = t.attn_norm;
+  if (t.v.n == t.o.k) {  // v's outputs are o's inputs (no grouped-query sharing)
+    LATHE_ASSIGN_OR_RETURN(std::vector<float> s_o, search(a, {&t.o}, "attn_output"));
+    awq_fold_into_linear(t.v.w.data(), t.v.bias.empty() ? nullptr : t.v.bias.data(), t.v.n, t.v.k,
+                         s_o.data());
+    divide_columns(a, t.o.k, s_o);
+    if (!t.v.bias.empty()) out->replaced[prefix + "attn_v_bias"] = t.v.bias;
+  }
+  LATHE_ASSIGN_OR_RETURN(std::vector<float> s_gu, search(h2, {&t.gate, &t.up}, "ffn_gate/up"));
+  awq_fold_into_norm(t.ffn_norm.data(), nullptr, hidden, s_gu.data());
+  divide_columns(h2, hidden, s_gu);
+  out->replaced[prefix + "ffn_norm"] = t.ffn_norm;
+  LATHE_ASSIGN_OR_RETURN(std::vector<float> s_d, search(m, {&t.down}, "ffn_down"));
+  awq_fold_into_linear(t.up.w.data(), nullptr, t.up.n, t.up.k, s_d.data());
+  divide_columns(m, t.down.k, s_d);
+
+  // Clip search (not q and k: AutoAWQ leaves their ranges alone), then round to nearest.
+  double err_sum = 0.0;
+  int64_t err_count = 0;
+  struct Item {
+    CalibLinear* l;
+    const char* name;
+    const std::vector<float>* x;
+    bool clip;
+  };
+  const Item items[] = {{&t.q, "attn_q", &h1, false},     {&t.k, "attn_k", &h1, false},
+                        {&t.v, "attn_v", &h1, true},      {&t.o, "attn_output", &a, true},
+                        {&t.gate, "ffn_gate", &h2, true}, {&t.up, "ffn_up", &h2, true},
+                        {&t.down, "ffn_down", &m, true}};
+  for (const Item& it : items) {
+    LATHE_RETURN_IF_ERROR(check_cancel(cancel));
+    CalibLinear& l = *it.l;
+    const std::vector<float> xs = sample_rows(*it.x, rows, l.k, options_.awq_clip_rows);
+    const int64_t ms = static_cast<int64_t>(xs.size()) / l.k;
+    std::vector<float> y0(static_cast<size_t>(ms * l.n)), y1(y0.size());
+    block_.linear(xs.data(), ms, CalibLinear{l.w, {}, l.n, l.k}, y0.data());
+    if (it.clip) {
+      Result<std::vector<float>> mv = awq_search_clip(l.w.data(), l.n, l.k, xs.data(), ms, ac);
+      if (!mv.is_ok()) return mv.status().with_context(prefix + it.name);
+      awq_apply_clip(l.w.data(), l.n, l.k, effective_group_size(ac.quant, l.k), mv.value());
+    }
+    Result<IntQuantizedMatrix> qm = quantize_int_rtn(l.w.data(), l.n, l.k, ac.quant);
+    if (!qm.is_ok()) return qm.status().with_context(prefix + it.name);
+    const std::vector<float> deq = dequantize_int(qm.value());
+    block_.linear(xs.data(), ms, CalibLinear{deq, {}, l.n, l.k}, y1.data());
+    err_sum += squared_error(y1, y0);
+    err_count += static_cast<int64_t>(y0.size());
+    out->linears.emplace(prefix + it.name, std::move(qm).value());
+  }
+  out->output_error = err_count > 0 ? err_sum / static_cast<double>(err_count) : 0.0;
+  return Status();
+}
+
+}  // namespace lathe

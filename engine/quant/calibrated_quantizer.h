@@ -1,0 +1,82 @@
+// The calibrated schemes of `lathe quantize` (gptq, awq) over a whole model, one decoder block at a
+// time on the CPU: the calibration set's embeddings go through the blocks in order, and each block
+// is quantized from the inputs its linears see (calib_block.h runs the block in stages).
+//
+// GPTQ (true-sequential, as AutoGPTQ's true_sequential=True): within a block, q/k/v are quantized
+// from the Hessian of their input, then o from the attention output computed with the quantized
+// q/k/v, then gate/up from the MLP input after the quantized o, then down from the activation of
+// the quantized gate/up; the block's output with all seven quantized linears is the next block's
+// input, so every block is calibrated on what the quantized blocks before it produce. Each matrix
+// goes through gptq_quantize() (gptq.h: act-order, damping, RTN fallback with a note).
+//
+// AWQ (AutoAWQ's order): the block's float inputs are captured, the scales of the four groups are
+// searched on them (awq_search.h: q/k/v after attn_norm, o after v when v's outputs are o's inputs,
+// gate/up after ffn_norm, down after up), folded into attn_norm / v / ffn_norm / up and the scaled
+// linears' columns, the clip ranges of every linear but q and k searched on the scaled inputs, and
+// the clipped weights quantized to nearest. The scale search's loss is the squared error of the
+// group's own outputs (AutoAWQ runs the whole attention or MLP module) over `awq_loss_rows` rows
+// spread over the batch; the clip search uses `awq_clip_rows` rows (AutoAWQ: 512 tokens). The next
+// block's input is the float block's output, as in AutoAWQ.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/quant/calib_block.h"
+#include "engine/quant/calibration.h"
+#include "engine/quant/int_quant.h"
+#include "engine/quant/quant_scheme.h"
+#include "engine/quant/quant_source.h"
+
+namespace lathe {
+
+struct CalibratedQuantizerOptions {
+  int64_t awq_loss_rows = 512;  // rows of the scale search's loss
+  int64_t awq_clip_rows = 128;  // rows of the clip search
+};
+
+// What one block became: its linears' codes, and the float tensors that changed (AWQ: norm
+// weights, v's bias), by canonical name.
+struct CalibratedBlock {
+  std::map<std::string, IntQuantizedMatrix> linears;
+  std::map<std::string, std::vector<float>> replaced;
+  std::vector<std::string> notes;  // e.g. a GPTQ fallback to round-to-nearest
+  double output_error = 0.0;       // mean squared error of the quantized linears' outputs
+};
+
+class CalibratedQuantizer {
+ public:
+  // Embeds the calibration samples. `source` must outlive the quantizer. kInvalidArgument for a
+  // scheme that is not gptq / awq or a calibration token outside the vocabulary.
+  static Result<CalibratedQuantizer> create(const QuantSource& source, const QuantScheme& scheme,
+                                            const CalibrationSet& calibration,
+                                            const CalibratedQuantizerOptions& options = {});
+
+  // Quantizes block `layer`; blocks must come in order 0, 1, ... `cancel` is polled between
+  // linears (kCancelled).
+  Result<CalibratedBlock> quantize_block(int64_t layer, const std::atomic<bool>* cancel);
+
+  int64_t next_layer() const { return next_layer_; }
+
+ private:
+  CalibratedQuantizer(const QuantSource& source, const QuantScheme& scheme,
+                      const CalibrationSet& calibration, const CalibratedQuantizerOptions& o);
+  Status gptq_block(BlockTensors& t, const std::string& prefix, const std::atomic<bool>* cancel,
+                    CalibratedBlock* out);
+  Status awq_block(BlockTensors& t, const std::string& prefix, const std::atomic<bool>* cancel,
+                   CalibratedBlock* out);
+
+  const QuantSource* source_;
+  QuantScheme scheme_;
+  CalibratedQuantizerOptions options_;
+  CalibLayout layout_;
+  CalibBlock block_;
+  std::vector<float> x_;  // hidden states entering block next_layer_, [rows, hidden]
+  int64_t next_layer_ = 0;
+};
+
+}  // namespace lathe

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Quantized formats on the GPU (issues 13 and 14), for the H200 machine, after scripts/gpu/run-all.sh
+# has unpacked the bundle (or standalone: it unpacks it itself):
+#   bash scripts/gpu/quant-bench.sh       (from the repository root; carry: .devbin)
+# Llama-3.1-8B shape with dummy weights, one lathe_cuda_bench per format: bf16 and the formats
+# `--quantization fp8|int8|int4` makes (random codes in the format, dummy_quant.h): resident weight
+# bytes, batch-1 latency (512 in, 128 out) against the format's own roofline (bytes read per step /
+# the copy bandwidth measured here), one 2048-token prefill, decode tok/s at batch 1..256. Then the
+# Llama-3.1-70B shape as int4 and fp8: loads on one H200 and decodes at batch 1.
+# Environment: LATHE_GPU_BUNDLE, OUT (output folder), LATHE_QUANT_FORMATS (default "none fp8 int8
+# int4"), LATHE_QUANT_70B (default "int4 fp8"; empty to skip), LATHE_GPU_BUDGET_S (default 300).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/lathe-gpu-out}
+mkdir -p "$OUT"
+BUDGET=${LATHE_GPU_BUDGET_S:-300}
+START=$(date +%s)
+LOG="$OUT/quant-bench.log"
+: > "$LOG"
+log() { echo "[$(date +%H:%M:%S) +$(($(date +%s) - START))s] $*" | tee -a "$LOG"; }
+left() { echo $((BUDGET - ($(date +%s) - START))); }
+
+DIR=/tmp/lathe-gpu
+if [ ! -x "$DIR/bin/lathe_cuda_bench" ]; then
+  BUNDLE=${LATHE_GPU_BUNDLE:-.devbin/lathe-gpu.tar.xz}
+  [ -f "$BUNDLE" ] || { log "no $BUNDLE: run scripts/gpu/pack-devbin.sh first"; exit 2; }
+  rm -rf "$DIR" && mkdir -p "$DIR" && xz -dc "$BUNDLE" | tar -C "$DIR" -xf -
+fi
+BIN=$DIR/bin
+export LD_LIBRARY_PATH="$DIR/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+
+if [ ! -s "$OUT/bounds.txt" ]; then
+  timeout 180 "$BIN/lathe_gpu_bounds" > "$OUT/bounds.txt" 2>&1
+fi
+COPY=$(awk '/^bound.copy_bandwidth_GBps/ {print $2}' "$OUT/bounds.txt")
+GEMM=$(awk '/^bound.bf16_gemm_TFLOPs/ {print $2}' "$OUT/bounds.txt")
+SUMMARY=("bounds: device copy ${COPY:-?} GB/s, BF16 GEMM ${GEMM:-?} TFLOP/s")
+
+for q in ${LATHE_QUANT_FORMATS:-none fp8 int8 int4}; do
+  [ "$(left)" -gt 40 ] || { log "out of time before $q"; break; }
+  log "== 8B shape, --quantization $q"
+  args=()
+  [ "$q" != none ] && args=(--quantization "$q")
+  timeout $(( $(left) > 150 ? 120 : $(left) - 20 )) "$BIN/lathe_cuda_bench" \
+    --model benchmarks/configs/llama-3.1-8b --copy-gbps "${COPY:-0}" --gemm-tflops "${GEMM:-0}" \
+    "${args[@]}" --skip profile,throughput > "$OUT/quant-8b-$q.txt" 2>&1
+  log "exit $?"
+  w=$(grep -m1 '^weights:' "$OUT/quant-8b-$q.txt")
+  SUMMARY+=("8B $q: $w")
+  while IFS= read -r line; do SUMMARY+=("  $line"); done < <(grep -E '^(batch-1 decode|prefill 2048|decode tok/s)' "$OUT/quant-8b-$q.txt")
+  grep -q -i "error\|lathe_cuda_bench:" "$OUT/quant-8b-$q.txt" && SUMMARY+=("  8B $q: $(grep -m2 -i 'error\|lathe_cuda_bench:' "$OUT/quant-8b-$q.txt" | tr '\n' ' ')")
+  # A/B in the same run: the one-row decode kernel instead of the multi-row one.
+  if [ "$q" != none ] && [ -n "${LATHE_QUANT_AB:-1}" ] && [ "$(left)" -gt 60 ]; then
+    LATHE_CUDA_QUANT_ROWS=0 timeout 90 "$BIN/lathe_cuda_bench" \
+      --model benchmarks/configs/llama-3.1-8b --copy-gbps "${COPY:-0}" --gemm-tflops "${GEMM:-0}" \
+      "${args[@]}" --decode 1,8 --skip prefill,profile,throughput > "$OUT/quant-8b-$q-one-row.txt" 2>&1
+    while IFS= read -r line; do SUMMARY+=("  one-row kernel (LATHE_CUDA_QUANT_ROWS=0): $line"); done < <(grep -E '^(batch-1 decode|decode tok/s)' "$OUT/quant-8b-$q-one-row.txt")
+  fi
+done
+
+for q in ${LATHE_QUANT_70B-int4 fp8}; do
+  [ "$(left)" -gt 60 ] || { log "out of time before 70B $q"; break; }
+  log "== 70B shape, --quantization $q"
+  timeout $(( $(left) > 150 ? 130 : $(left) - 20 )) "$BIN/lathe_cuda_bench" \
+    --model benchmarks/configs/llama-3.1-70b --copy-gbps "${COPY:-0}" --gemm-tflops "${GEMM:-0}" \
+    --quantization "$q" --latency 512,64 --decode 1 --skip prefill,profile,throughput \
+    > "$OUT/quant-70b-$q.txt" 2>&1
+  log "exit $?"
+  w=$(grep -m1 '^weights:' "$OUT/quant-70b-$q.txt")
+  SUMMARY+=("70B $q: $w")
+  while IFS= read -r line; do SUMMARY+=("  $line"); done < <(grep -E '^(batch-1 decode|decode tok/s)' "$OUT/quant-70b-$q.txt")
+  grep -q -i "error\|lathe_cuda_bench:" "$OUT/quant-70b-$q.txt" && SUMMARY+=("  70B $q: $(grep -m2 -i 'error\|lathe_cuda_bench:' "$OUT/quant-70b-$q.txt" | tr '\n' ' ')")
+done
+
+echo "==== quant-bench summary" | tee -a "$LOG"
+printf '%s\n' "${SUMMARY[@]}" | tee -a "$LOG" "$OUT/quant-summary.txt"
