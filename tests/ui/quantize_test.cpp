@@ -7,12 +7,15 @@
 
 #include <QComboBox>
 #include <QDir>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLabel>
 #include <QProcess>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTabWidget>
 #include <QTableView>
+#include <QThread>
 
 #include "test_support.h"
 #include "ui/app/main_window.h"
@@ -22,6 +25,7 @@
 #include "ui/common/message_banner.h"
 #include "ui/compare/compare_panel.h"
 #include "ui/models/models_panel.h"
+#include "ui/quantize/calibration_page.h"
 #include "ui/quantize/candidate_table_model.h"
 #include "ui/quantize/finished_page.h"
 #include "ui/quantize/goal_page.h"
@@ -60,6 +64,7 @@ class QuantizeTest : public QObject {
     w->next();
     QCOMPARE(w->currentId(), int(QuantizeWizard::kOutputPage));
     w->outputPage()->setOutputPath(output);
+    w->outputPage()->setEvaluation(false);  // the quality test turns it on
     if (groupSize != 0) w->outputPage()->setGroupSize(groupSize);
     w->next();
     QCOMPARE(w->currentId(), int(QuantizeWizard::kRunPage));
@@ -125,13 +130,15 @@ class QuantizeTest : public QObject {
           t->data(t->index(row, CandidateTableModel::kQuality)).toString().contains("literature"));
     }
     QVERIFY(enabled >= 6);
-    // Calibrated schemes are listed, disabled, with the reason.
+    // Calibrated schemes are listed; without the built-in calibration set they are disabled and
+    // say how to get it.
     bool sawGptq = false;
     for (const QuantCandidate& c : t->candidates())
       if (c.scheme == "gptq") {
         sawGptq = true;
-        QVERIFY(!c.enabled);
-        QVERIFY(c.disabledReason.contains("calibration"));
+        QVERIFY(c.needsCalibration);
+        if (!c.enabled)
+          QVERIFY2(c.disabledReason.contains("fetch-eval-text"), qPrintable(c.disabledReason));
       }
     QVERIFY(sawGptq);
     // Q8_0 is the best expected quality that fits; the smallest output is the fastest.
@@ -214,6 +221,75 @@ class QuantizeTest : public QObject {
     QVERIFY(QFileInfo(out).isFile());
     // The output is offered on the Compare tab.
     QVERIFY(m_window->findChild<QComboBox*>("compareOffers")->findData(out) >= 0);
+  }
+
+  void quality_report_equals_lathe_eval() {
+    const QString text = defaultEvalTextPath();
+    if (text.isEmpty()) QSKIP("the held-out text is missing: run scripts/fetch-eval-text.sh");
+    QuantizeWizard* w = openWizard();
+    QVERIFY(w != nullptr);
+    const QString out = m_dir.filePath("measured-q4_0.gguf");
+    w->goalPage()->setGoal(QuantGoal::kSpecific);
+    w->goalPage()->selectScheme("q4_0");
+    w->next();
+    w->outputPage()->setOutputPath(out);
+    w->outputPage()->setEvaluation(true, 128, 2);
+    w->next();
+    QCOMPARE(w->currentId(), int(QuantizeWizard::kRunPage));
+    QTRY_COMPARE_WITH_TIMEOUT(w->currentId(), int(QuantizeWizard::kFinishedPage), 240000);
+    auto* card = w->finishedPage()->findChild<QLabel*>("qualityCard");
+    QVERIFY2(card->property("measured").toBool(), qPrintable(card->text()));
+    QVERIFY(card->text().contains("alice29.txt"));
+    // The same inputs through the CLI.
+    QProcess p;
+    p.start(QStringLiteral(LATHE_CLI),
+            {"eval", out, "--reference", m_model, "--text", text, "--ctx", "128", "--max-windows",
+             "2", "--device", "cpu", "--threads",
+             QString::number(std::max(1, QThread::idealThreadCount() - 1)), "--json"});
+    QVERIFY(p.waitForFinished(240000));
+    QCOMPARE(p.exitCode(), 0);
+    const QJsonObject cli = QJsonDocument::fromJson(p.readAllStandardOutput()).object();
+    QCOMPARE(card->property("perplexity").toDouble(), cli["perplexity"].toDouble());
+    QCOMPARE(card->property("referencePerplexity").toDouble(),
+             cli["reference_perplexity"].toDouble());
+    QCOMPARE(card->property("kldMean").toDouble(), cli["kld"].toObject()["mean"].toDouble());
+    QCOMPARE(card->property("top1Agreement").toDouble(), cli["top1_agreement"].toDouble());
+    QVERIFY(cli["kld"].toObject()["mean"].toDouble() > 0);
+  }
+
+  void calibrated_gptq_from_the_wizard_loads() {
+    // The tiny fixture: GPTQ of the default model takes minutes on a CI core.
+    const QString tiny = QString::fromStdString(lathe::test::fixture_path("model/tiny_llama"));
+    QuantizeWizard* w = m_window->openQuantizeWizard(tiny);
+    QVERIFY(w != nullptr);
+    QSignalSpy shown(w, &QuantizeWizard::candidatesShown);
+    QVERIFY(shown.wait(60000));
+    w->goalPage()->setGoal(QuantGoal::kSpecific);
+    w->goalPage()->selectScheme("gptq", 4);
+    if (!w->goalPage()->isComplete())
+      QSKIP("no built-in calibration set: run scripts/fetch-eval-text.sh");
+    w->next();
+    QCOMPARE(w->currentId(), int(QuantizeWizard::kCalibrationPage));
+    w->calibrationPage()->setSize(4, 64);  // a tiny set keeps the test short
+    w->next();
+    QCOMPARE(w->currentId(), int(QuantizeWizard::kOutputPage));
+    const QString out = m_dir.filePath("tiny-gptq-int4");
+    w->outputPage()->setOutputPath(out);
+    w->outputPage()->setEvaluation(false);
+    QCOMPARE(w->spec().calibrationSamples, 4);
+    QCOMPARE(w->spec().format, QString("gptq"));
+    QCOMPARE(w->spec().groupSize, 32);  // the largest of 128, 64, 32 that divides its 32 inputs
+    w->next();
+    QTRY_COMPARE_WITH_TIMEOUT(w->currentId(), int(QuantizeWizard::kFinishedPage), 60000);
+    QVERIFY(QFileInfo::exists(out + "/config.json"));
+    QSignalSpy loaded(m_bridge.get(), &EngineBridge::modelLoaded);
+    w->finishedPage()->loadButton()->click();
+    QVERIFY(loaded.wait(120000));
+    QCOMPARE(m_bridge->loadedModel().path, out);
+    m_bridge->unloadModel();
+    QTRY_VERIFY_WITH_TIMEOUT(!m_bridge->isLoaded(), 30000);
+    m_window->models()->openModel(m_model);
+    QTRY_COMPARE_WITH_TIMEOUT(m_window->models()->currentModel().path, m_model, 30000);
   }
 
   void compare_with_original_opens_the_compare_tab() {

@@ -203,6 +203,7 @@ bool ScreenshotTour::captureQuantizeAndCompare() {
   wizard->next();
   const QString q8 = m_outputs.filePath(QStringLiteral("SmolLM2-135M-Instruct-Q8_0.gguf"));
   wizard->outputPage()->setOutputPath(q8);
+  wizard->outputPage()->setEvaluation(true, 256, 4);  // a short measurement for the tour
   if (!grabWidget(wizard, QStringLiteral("quantize-output"))) return false;
   QuantizeTask* task = m_window->quantizeTask();
   wizard->next();

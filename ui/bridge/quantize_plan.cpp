@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/quant/calibration.h"
 #include "engine/quant/gguf_quant_writer.h"
 #include "engine/quant/hf_quant_writer.h"
 #include "engine/quant/quantize_model.h"
@@ -135,21 +136,22 @@ QuantCandidates planQuantCandidates(const QString& path, const LoadSettings& set
       makeCandidate(QStringLiteral("int8-w8a16"), -1, QStringLiteral("INT8 W8A16")),
       makeCandidate(QStringLiteral("rtn"), 8, QStringLiteral("INT8 RTN g128")),
       makeCandidate(QStringLiteral("rtn"), 4, QStringLiteral("INT4 RTN g128")),
-      makeCandidate(QStringLiteral("gptq"), 4, QStringLiteral("GPTQ INT4 g128 (calibrated)")),
-      makeCandidate(QStringLiteral("awq"), 4, QStringLiteral("AWQ INT4 g128 (calibrated)")),
+      makeCandidate(QStringLiteral("gptq"), 4, QStringLiteral("GPTQ INT4 (calibrated)")),
+      makeCandidate(QStringLiteral("awq"), 4, QStringLiteral("AWQ INT4 (calibrated)")),
   };
   for (QuantCandidate& c : list) {
-    if (c.scheme == QLatin1String("gptq") || c.scheme == QLatin1String("awq")) {
-      // Calibrated schemes plug in here once the library runs them (calibration data, Hessians).
-      c.enabled = false;
-      c.disabledReason = QObject::tr(
-          "Needs calibration data; calibrated GPTQ/AWQ is not in this build yet. Use INT4 RTN "
-          "(no calibration) or a GGUF K-quant.");
-      c.outputKind = QObject::tr("Hugging Face folder");
-      continue;
+    c.needsCalibration = c.scheme == QLatin1String("gptq") || c.scheme == QLatin1String("awq");
+    if (c.needsCalibration) {
+      // The built-in calibration set must be there (the wizard's Step 2 may pick a file instead).
+      const Status calibration = check_calibration_config(CalibrationConfig{});
+      if (!calibration.is_ok()) {
+        c.enabled = false;
+        c.disabledReason = QString::fromStdString(calibration.message());
+        continue;
+      }
     }
     // Integer schemes take the largest usual group size that divides every layer's inputs.
-    const bool grouped = c.scheme == QLatin1String("rtn");
+    const bool grouped = c.bits > 0;
     Result<QuantScheme> scheme = invalid_argument("no scheme");
     Result<std::unique_ptr<QuantOutputWriter>> writer = invalid_argument("no writer");
     for (const qint64 group : grouped ? QVector<qint64>{128, 64, 32} : QVector<qint64>{0}) {
@@ -164,7 +166,12 @@ QuantCandidates planQuantCandidates(const QString& path, const LoadSettings& set
                    : make_hf_quant_writer(source.value(), scheme.value(), int64_t{5} << 30);
       if (writer.is_ok()) {
         c.groupSize = group;
-        if (grouped) c.label = QStringLiteral("INT%1 RTN g%2").arg(c.bits).arg(group);
+        if (grouped)
+          c.label = QStringLiteral("%1 INT%2 g%3%4")
+                        .arg(c.scheme.toUpper())
+                        .arg(c.bits)
+                        .arg(group)
+                        .arg(c.needsCalibration ? QObject::tr(" (calibrated)") : QString());
         break;
       }
     }

@@ -1,12 +1,17 @@
 #include "ui/bridge/quantize_task.h"
 
+#include <QDir>
+#include <QFileInfo>
 #include <QMetaObject>
+#include <QThread>
 
 #include <chrono>
 #include <fstream>
 
 #include <unistd.h>
 
+#include "engine/eval/evaluate.h"
+#include "engine/quant/calibration.h"
 #include "engine/quant/quantize_model.h"
 #include "ui/bridge/engine_worker.h"
 #include "ui/bridge/quantize_plan.h"
@@ -18,6 +23,13 @@ qint64 residentMemoryBytes() {
   long long pages = 0, resident = 0;
   if (!(statm >> pages >> resident)) return 0;
   return static_cast<qint64>(resident) * static_cast<qint64>(sysconf(_SC_PAGESIZE));
+}
+
+QString defaultEvalTextPath() {
+  // The text cache holds calibration.txt and canterbury/ side by side.
+  const QDir dir = QFileInfo(QString::fromStdString(default_calibration_path())).dir();
+  const QString path = dir.filePath(QStringLiteral("canterbury/alice29.txt"));
+  return QFileInfo::exists(path) ? path : QString();
 }
 
 QuantizeTask::QuantizeTask(QObject* parent) : QObject(parent) {
@@ -80,6 +92,9 @@ void QuantizeTask::runJob(const QuantizeSpec& spec) {
   r.scheme.bits = spec.bits;
   r.scheme.group_size = spec.groupSize;
   r.scheme.format = spec.format.toStdString();
+  r.calibration.file = spec.calibrationFile.toStdString();
+  r.calibration.num_samples = spec.calibrationSamples;
+  r.calibration.seq_len = spec.calibrationSeqLen;
   auto prepared = QuantizeJob::prepare(r);
   if (!prepared.is_ok()) {
     QuantizeOutcome o;
@@ -111,6 +126,7 @@ void QuantizeTask::runJob(const QuantizeSpec& spec) {
     info.elapsedSec = p.elapsed_s;
     info.etaSec = p.eta_s;
     info.residentBytes = residentMemoryBytes();
+    m_lastPosted = info;
     QMetaObject::invokeMethod(
         this,
         [this, info] {
@@ -136,7 +152,54 @@ void QuantizeTask::runJob(const QuantizeSpec& spec) {
   o.keptTensors = q.kept_tensors;
   o.seconds = q.seconds;
   for (const std::string& n : q.notes) o.notes << QString::fromStdString(n);
+  if (!spec.evalText.isEmpty()) o.quality = measureQuality(spec);
   finish(o);
+}
+
+QualityReport QuantizeTask::measureQuality(const QuantizeSpec& spec) {
+  QualityReport q;
+  q.text = spec.evalText;
+  EvalConfig c;
+  c.model = spec.output.toStdString();
+  c.reference = spec.model.toStdString();
+  c.text_file = spec.evalText.toStdString();
+  c.context = spec.evalContext;
+  c.max_windows = spec.evalWindows;
+  c.device.device = DeviceKind::kCpu;  // beside a model the GPU may hold; the CLI's --device cpu
+  c.device.num_threads = std::max(1, QThread::idealThreadCount() - 1);
+  auto onProgress = [this](const EvalProgress& p) {
+    QuantizeProgressInfo info = m_lastPosted;
+    info.evaluating = true;
+    info.tensorsDone = p.windows_done;
+    info.tensorsTotal = p.windows_total;
+    info.elapsedSec = p.elapsed_s;
+    info.etaSec = p.eta_s;
+    info.residentBytes = residentMemoryBytes();
+    QMetaObject::invokeMethod(
+        this,
+        [this, info] {
+          m_last = info;
+          emit progress(info);
+        },
+        Qt::QueuedConnection);
+  };
+  auto report = evaluate(c, onProgress, &m_cancel);
+  if (!report.is_ok()) {
+    q.error = QString::fromStdString(report.status().message());
+    return q;
+  }
+  const EvalReport& r = report.value();
+  q.measured = true;
+  q.scoredPositions = r.scored;
+  q.windows = r.windows;
+  q.context = r.context;
+  q.perplexity = r.perplexity;
+  q.referencePerplexity = r.reference_perplexity;
+  q.kldMean = r.kld.mean;
+  q.kldP99 = r.kld.p99;
+  q.top1Agreement = r.top1_agreement;
+  q.seconds = r.seconds;
+  return q;
 }
 
 }  // namespace lathe::ui

@@ -46,14 +46,20 @@ class QuantizeTask : public QObject {
 
  private:
   void runJob(const QuantizeSpec& spec);
+  QualityReport measureQuality(const QuantizeSpec& spec);
 
   QuantizeSpec m_spec;
-  QuantizeProgressInfo m_last;
-  bool m_running = false;  // GUI thread
+  QuantizeProgressInfo m_last;        // GUI thread
+  QuantizeProgressInfo m_lastPosted;  // the job's thread
+  bool m_running = false;             // GUI thread
   std::atomic<bool> m_cancel{false};
   std::atomic<quint64> m_planSerial{0};
   QThreadPool m_pool;
 };
+
+// The held-out text the wizard measures quality on (Alice's Adventures in Wonderland from the
+// Canterbury corpus, fetched by scripts/fetch-eval-text.sh), or empty when it is not there.
+QString defaultEvalTextPath();
 
 // Resident memory of this process in bytes (Linux /proc/self/statm; 0 elsewhere).
 qint64 residentMemoryBytes();

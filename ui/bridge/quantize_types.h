@@ -25,6 +25,7 @@ struct QuantCandidate {
   QString description;   // the library's one-line description of the scheme
   QString outputKind;    // "GGUF file" or "Hugging Face folder"
   bool isGguf = false;
+  bool needsCalibration = false;  // gptq, awq: Step 2 of the wizard
   // Disabled candidates stay in the table with the reason (calibration not available yet, or a
   // check of the library failed for this model).
   bool enabled = true;
@@ -63,6 +64,31 @@ struct QuantizeSpec {
   int bits = -1;         // rtn
   qint64 groupSize = 0;  // rtn: 0 default (128), -1 per channel
   QString format;        // rtn: gptq | awq | compressed-tensors
+  // gptq, awq: the calibration set (empty file: the built-in set), samples × tokens.
+  QString calibrationFile;
+  int calibrationSamples = 128;
+  int calibrationSeqLen = 512;
+  // After a finished job: lathe eval of the output against the model on a held-out text
+  // (evalText empty: no measurement). Windows of evalContext tokens, at most evalWindows.
+  QString evalText;
+  int evalContext = 512;
+  int evalWindows = 8;
+};
+
+// What lathe eval measured for a quantized model against its source (engine/eval/evaluate.h).
+struct QualityReport {
+  bool measured = false;
+  QString text;   // the held-out text file
+  QString error;  // why it was not measured
+  qint64 scoredPositions = 0;
+  int windows = 0;
+  int context = 0;
+  double perplexity = 0.0;
+  double referencePerplexity = 0.0;
+  double kldMean = 0.0;
+  double kldP99 = 0.0;
+  double top1Agreement = 0.0;  // 0..1
+  double seconds = 0.0;
 };
 
 struct QuantizeProgressInfo {
@@ -74,6 +100,7 @@ struct QuantizeProgressInfo {
   double elapsedSec = 0.0;
   double etaSec = 0.0;
   qint64 residentBytes = 0;  // this process's resident memory
+  bool evaluating = false;   // the output is written; lathe eval measures it (windows as tensors)
   double fraction() const {
     return tensorsTotal > 0 ? static_cast<double>(tensorsDone) / tensorsTotal : 0.0;
   }
@@ -89,6 +116,7 @@ struct QuantizeOutcome {
   qint64 keptTensors = 0;
   double seconds = 0.0;
   QStringList notes;
+  QualityReport quality;  // kFinished with spec.evalText set
 };
 
 // --- Compare tab ------------------------------------------------------------------------------

@@ -66,17 +66,41 @@ void FinishedPage::setResult(const QuantizeSpec& spec, const QuantizeOutcome& o,
           .arg(o.keptTensors);
   for (const QString& note : o.notes) text += QStringLiteral("<br>• ") + note.toHtmlEscaped();
   m_summary->setText(text);
-  // Measured reports (perplexity, mean KLD and top-1 agreement against the original on held-out
-  // text) come from lathe eval; until this build has it, the card says so and shows the
-  // expected figure.
-  m_quality->setText(
-      c.quality.isEmpty()
-          ? tr("Not measured: this build has no lathe eval yet, and there is no published figure "
-               "for %1.")
-                .arg(c.label)
-          : tr("Not measured yet (lathe eval is not in this build).<br>Expected from the "
-               "literature: <b>%1</b> — %2.")
-                .arg(c.quality.toHtmlEscaped(), c.qualityCitation.toHtmlEscaped()));
+  // Measured by lathe eval when the output page asked for it; else the expected figure.
+  const QualityReport& r = o.quality;
+  m_quality->setProperty("perplexity", r.perplexity);
+  m_quality->setProperty("referencePerplexity", r.referencePerplexity);
+  m_quality->setProperty("kldMean", r.kldMean);
+  m_quality->setProperty("top1Agreement", r.top1Agreement);
+  m_quality->setProperty("measured", r.measured);
+  const QString expected =
+      c.quality.isEmpty() ? tr("no published figure for %1").arg(c.label)
+                          : tr("%1 (literature: %2)")
+                                .arg(c.quality.toHtmlEscaped(), c.qualityCitation.toHtmlEscaped());
+  if (r.measured) {
+    m_quality->setText(
+        tr("Measured by lathe eval against the original on <b>%1</b> (%2 windows of %3 tokens, "
+           "%4 positions, %5):<br>perplexity <b>%6</b> (original %7, %8%9)<br>mean KL divergence "
+           "<b>%10</b> nats (p99 %11)<br>top-1 agreement <b>%12 %</b><br>Expected: %13.")
+            .arg(QFileInfo(r.text).fileName().toHtmlEscaped())
+            .arg(r.windows)
+            .arg(r.context)
+            .arg(r.scoredPositions)
+            .arg(formatDuration(r.seconds))
+            .arg(r.perplexity, 0, 'f', 4)
+            .arg(r.referencePerplexity, 0, 'f', 4)
+            .arg(r.perplexity >= r.referencePerplexity ? QStringLiteral("+") : QString())
+            .arg(r.perplexity - r.referencePerplexity, 0, 'f', 4)
+            .arg(r.kldMean, 0, 'f', 5)
+            .arg(r.kldP99, 0, 'f', 4)
+            .arg(100.0 * r.top1Agreement, 0, 'f', 2)
+            .arg(expected));
+  } else {
+    m_quality->setText(
+        tr("Not measured%1.<br>Expected: %2.")
+            .arg(r.error.isEmpty() ? QString() : QStringLiteral(": ") + r.error.toHtmlEscaped(),
+                 expected));
+  }
 }
 
 QString FinishedPage::summaryText() const {

@@ -1,5 +1,6 @@
 #include "ui/quantize/output_page.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
 #include <QFileDialog>
@@ -11,12 +12,16 @@
 #include <QPushButton>
 #include <QSpinBox>
 
+#include "ui/bridge/quantize_task.h"
+
 namespace lathe::ui {
 
 QString proposeOutputPath(const QString& modelPath, const QuantCandidate& c) {
   const QFileInfo info(modelPath);
   const QString stem = info.isDir() ? info.fileName() : info.completeBaseName();
-  QString tag = c.scheme == QLatin1String("rtn") ? QStringLiteral("int%1").arg(c.bits) : c.scheme;
+  QString tag = c.scheme == QLatin1String("rtn") ? QStringLiteral("int%1").arg(c.bits)
+                : c.bits > 0 ? QStringLiteral("%1-int%2").arg(c.scheme).arg(c.bits)
+                             : c.scheme;
   tag = tag.toUpper().replace(QLatin1Char('-'), QLatin1Char('_'));
   const QDir dir = info.absoluteDir();
   for (int n = 1;; ++n) {
@@ -64,6 +69,10 @@ OutputPage::OutputPage(QWidget* parent) : QWizardPage(parent) {
   outRow->addWidget(m_output, 1);
   outRow->addWidget(browseButton);
   form->addRow(tr("Save as:"), outRow);
+  m_evaluate = new QCheckBox;
+  m_evaluate->setObjectName(QStringLiteral("measureQuality"));
+  form->addRow(tr("Quality:"), m_evaluate);
+  setEvaluation(true);
   m_error = new QLabel;
   m_error->setObjectName(QStringLiteral("outputError"));
   m_error->setWordWrap(true);
@@ -82,15 +91,22 @@ void OutputPage::setChoice(const QString& modelPath, const QuantCandidate& candi
   m_format->clear();
   if (candidate.isGguf) {
     m_format->addItem(tr("GGUF file (llama.cpp, Lathe)"), QString());
-  } else if (candidate.scheme == QLatin1String("rtn")) {
+  } else if (candidate.bits > 0) {
+    // The scheme's own layout first (its default), then the others that hold it.
+    if (candidate.scheme == QLatin1String("gptq"))
+      m_format->addItem(tr("GPTQ folder"), QStringLiteral("gptq"));
+    if (candidate.scheme == QLatin1String("awq"))
+      m_format->addItem(tr("AWQ folder"), QStringLiteral("awq"));
     m_format->addItem(tr("compressed-tensors folder"), QStringLiteral("compressed-tensors"));
-    m_format->addItem(tr("GPTQ folder"), QStringLiteral("gptq"));
-    if (candidate.bits == 4) m_format->addItem(tr("AWQ folder"), QStringLiteral("awq"));
+    if (candidate.scheme != QLatin1String("gptq"))
+      m_format->addItem(tr("GPTQ folder"), QStringLiteral("gptq"));
+    if (candidate.scheme == QLatin1String("rtn") && candidate.bits == 4)
+      m_format->addItem(tr("AWQ folder"), QStringLiteral("awq"));
   } else {
     m_format->addItem(tr("compressed-tensors folder"), QStringLiteral("compressed-tensors"));
   }
   m_format->setEnabled(m_format->count() > 1);
-  const bool grouped = candidate.scheme == QLatin1String("rtn");
+  const bool grouped = candidate.bits > 0;
   m_groupSize->setVisible(grouped);
   m_groupLabel->setVisible(grouped);
   if (changed) {
@@ -98,6 +114,23 @@ void OutputPage::setChoice(const QString& modelPath, const QuantCandidate& candi
     if (grouped) m_groupSize->setValue(static_cast<int>(candidate.groupSize));
   }
   m_error->clear();
+}
+
+void OutputPage::setEvaluation(bool on, int context, int windows, const QString& text) {
+  m_evalText = text.isEmpty() ? defaultEvalTextPath() : text;
+  m_evalContext = context;
+  m_evalWindows = windows;
+  const bool available = !m_evalText.isEmpty();
+  m_evaluate->setEnabled(available);
+  m_evaluate->setChecked(on && available);
+  m_evaluate->setText(
+      available ? tr("Measure against the original afterwards: perplexity, KL divergence and top-1 "
+                     "agreement on %1 (%2 windows of %3 tokens)")
+                      .arg(QFileInfo(m_evalText).fileName())
+                      .arg(windows)
+                      .arg(context)
+                : tr("Measuring needs the held-out text: run scripts/fetch-eval-text.sh"));
+  m_evaluate->setToolTip(m_evalText);
 }
 
 void OutputPage::initializePage() {
@@ -110,9 +143,14 @@ QuantizeSpec OutputPage::spec() const {
   s.output = m_output->text().trimmed();
   s.scheme = m_candidate.scheme;
   s.bits = m_candidate.bits;
-  if (m_candidate.scheme == QLatin1String("rtn")) {
+  if (m_candidate.bits > 0) {
     s.groupSize = m_groupSize->value() == 0 ? -1 : m_groupSize->value();
     s.format = m_format->currentData().toString();
+  }
+  if (m_evaluate->isChecked()) {
+    s.evalText = m_evalText;
+    s.evalContext = m_evalContext;
+    s.evalWindows = m_evalWindows;
   }
   return s;
 }

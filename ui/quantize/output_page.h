@@ -8,6 +8,7 @@
 
 #include "ui/bridge/quantize_types.h"
 
+class QCheckBox;
 class QComboBox;
 class QLabel;
 class QLineEdit;
@@ -28,6 +29,9 @@ class OutputPage : public QWizardPage {
   void setFormat(const QString& format);  // gptq | awq | compressed-tensors
   void setGroupSize(qint64 groupSize);    // -1: per channel
   QString error() const;                  // the last refusal shown, or empty
+  // Measure quality afterwards on `text` (empty: the default held-out text) with windows of
+  // `context` tokens, at most `windows` of them.
+  void setEvaluation(bool on, int context = 512, int windows = 8, const QString& text = QString());
 
   void initializePage() override;
   bool validatePage() override;
@@ -43,6 +47,10 @@ class OutputPage : public QWizardPage {
   QLabel* m_groupLabel = nullptr;
   QLineEdit* m_output = nullptr;
   QLabel* m_error = nullptr;
+  QCheckBox* m_evaluate = nullptr;
+  QString m_evalText;
+  int m_evalContext = 512;
+  int m_evalWindows = 8;
 };
 
 // "<model folder>/<stem>-<scheme>.gguf" or ".../<stem>-<scheme>" (a folder), not yet taken.

@@ -3,6 +3,7 @@
 #include <QFileInfo>
 
 #include "ui/bridge/quantize_task.h"
+#include "ui/quantize/calibration_page.h"
 #include "ui/quantize/finished_page.h"
 #include "ui/quantize/goal_page.h"
 #include "ui/quantize/output_page.h"
@@ -20,10 +21,12 @@ QuantizeWizard::QuantizeWizard(QuantizeTask* task, const QString& modelPath,
   setOption(QWizard::NoBackButtonOnLastPage);
   setButtonText(QWizard::CancelButton, tr("Close"));
   m_goal = new GoalPage;
+  m_calibration = new CalibrationPage;
   m_output = new OutputPage;
   m_run = new RunPage(task);
   m_finished = new FinishedPage;
   setPage(kGoalPage, m_goal);
+  setPage(kCalibrationPage, m_calibration);
   setPage(kOutputPage, m_output);
   setPage(kRunPage, m_run);
   setPage(kFinishedPage, m_finished);
@@ -43,12 +46,26 @@ QuantizeWizard::QuantizeWizard(QuantizeTask* task, const QString& modelPath,
   task->planCandidates(modelPath, settings, device);
 }
 
+int QuantizeWizard::nextId() const {
+  // Step 2 only for the schemes that need calibration data.
+  if (currentId() == kGoalPage)
+    return m_goal->chosen() != nullptr && m_goal->chosen()->needsCalibration ? kCalibrationPage
+                                                                             : kOutputPage;
+  return QWizard::nextId();
+}
+
+QuantizeSpec QuantizeWizard::spec() const {
+  QuantizeSpec s = m_output->spec();
+  if (m_goal->chosen() != nullptr && m_goal->chosen()->needsCalibration) m_calibration->apply(&s);
+  return s;
+}
+
 void QuantizeWizard::initializePage(int id) {
   if (id == kOutputPage && m_goal->chosen() != nullptr)
     m_output->setChoice(m_modelPath, *m_goal->chosen());
-  if (id == kRunPage) m_run->setSpec(m_output->spec());
+  if (id == kRunPage) m_run->setSpec(spec());
   if (id == kFinishedPage && m_goal->chosen() != nullptr)
-    m_finished->setResult(m_output->spec(), m_run->outcome(), *m_goal->chosen());
+    m_finished->setResult(spec(), m_run->outcome(), *m_goal->chosen());
   QWizard::initializePage(id);
 }
 

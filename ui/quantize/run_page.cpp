@@ -18,6 +18,10 @@ QString formatDuration(double s) {
 }
 
 QString describeLayer(const QuantizeProgressInfo& info) {
+  if (info.evaluating)
+    return QObject::tr("measuring quality: window %1/%2")
+        .arg(info.tensorsDone)
+        .arg(info.tensorsTotal);
   return info.layer < 0 ? QObject::tr("embedding, norm and head")
                         : QObject::tr("layer %1/%2").arg(info.layer + 1).arg(info.numLayers);
 }
