@@ -12,6 +12,7 @@ namespace lathe {
 namespace {
 
 constexpr int kMaxRepeat = 10000;
+constexpr int kMaxGroupDepth = 256;  // parsing and emitting recurse per group
 
 // The regex as a tree; each node is emitted into the NFA (repetition emits its operand again).
 struct Node {
@@ -401,6 +402,10 @@ class Parser {
   NodePtr atom() {
     const char c = peek();
     if (c == '(') {
+      if (++depth_ > kMaxGroupDepth) {
+        fail(strformat("groups nest deeper than %d", kMaxGroupDepth));
+        return nullptr;
+      }
       ++pos_;
       bool json_safe = false;
       if (!at_end() && peek() == '?') {
@@ -420,6 +425,7 @@ class Parser {
         return nullptr;
       }
       ++pos_;
+      --depth_;
       if (json_safe && n) drop_json_unsafe(*n);
       return n;
     }
@@ -460,6 +466,7 @@ class Parser {
 
   std::string_view p_;
   size_t pos_ = 0;
+  int depth_ = 0;  // open groups
   std::string error_;
 };
 

@@ -7,7 +7,8 @@
 // sequence; listed members must be ASCII in a negated class), escapes \d \w \s \D \W \S \n \r \t
 // \f \v \xHH \uHHHH and escaped punctuation, groups `( )` and `(?: )`, alternation `|`, and the
 // quantifiers * + ? {m} {m,} {m,n} (lazy forms `*?` match the same language). The whole output
-// must match: `^` at the start and `$` at the end are accepted and mean nothing more.
+// must match: `^` at the start and `$` at the end are accepted and mean nothing more. Groups nest
+// at most 256 deep.
 // `(?J:...)` is Lathe's own group: its strings lose every quote, backslash and control byte (a
 // JSON schema's pattern inside a JSON string). Refused by name: backreferences, lookaround, named
 // groups, anchors inside, inline flags.

@@ -42,8 +42,9 @@ class GrammarConstraint final : public TokenConstraint {
       : dfa_(std::move(nfa)), vocab_(std::move(vocabulary)) {}
   std::shared_ptr<TokenMask> compute(int32_t state);
 
-  // Masks cached per DFA state, at most this many (each is vocab / 8 bytes).
-  static constexpr size_t kMaxCachedMasks = 4096;
+  // Masks cached per DFA state, at most this many (each is vocab / 8 bytes: 16 KiB at 128k tokens,
+  // so 16 MiB per grammar at most; the server keeps 8 recent grammars).
+  static constexpr size_t kMaxCachedMasks = 1024;
 
   ByteDfa dfa_;
   std::shared_ptr<const TokenVocabulary> vocab_;

@@ -6,6 +6,7 @@
 #include "engine/core/log.h"
 #include "engine/core/strings.h"
 #include "engine/runtime/model_input_builder.h"
+#include "engine/runtime/prompt_logprobs.h"
 
 namespace lathe {
 
@@ -77,6 +78,7 @@ void EngineCore::add_request(CoreRequest request) {
     active->constraint_state = active->req.sampling.constraint->start();
   active->timeline.arrival = active->req.arrival;
   const RequestId id = active->req.id;
+  if (active->req.sampling.prompt_logprobs >= 0) needs_prompt_logprobs_.push_back(id);
   scheduler_.add(std::move(seq));
   active_[id] = std::move(active);
 }
@@ -222,12 +224,34 @@ bool EngineCore::next_step_continues(const SchedulerOutput& out, const ModelInpu
   return true;
 }
 
+void EngineCore::compute_prompt_logprobs_pending(MetricsUpdate& u,
+                                                 std::vector<PendingEvent>& events) {
+  std::vector<RequestId> ids;
+  ids.swap(needs_prompt_logprobs_);
+  for (const RequestId id : ids) {
+    auto it = active_.find(id);
+    const Sequence* seq = scheduler_.find(id);
+    if (it == active_.end() || seq == nullptr) continue;  // aborted meanwhile
+    Active& a = *it->second;
+    Result<std::vector<SampledToken>> lp = compute_prompt_logprobs(
+        *runner_, kv_,
+        std::span<const TokenId>(seq->tokens.data(), static_cast<size_t>(seq->num_prompt_tokens)),
+        a.req.sampling.prompt_logprobs);
+    if (lp.is_ok()) {
+      a.prompt_logprobs = std::move(lp).value();
+    } else {
+      finish(id, FinishReason::kError, {}, "", lp.status().message(), u, events);
+    }
+  }
+}
+
 bool EngineCore::step() {
   if (proposer_) propose_drafts();
-  SchedulerOutput out = scheduler_.schedule();
   MetricsUpdate u;
   u.time = Clock::now();
   std::vector<PendingEvent> events;
+  if (!needs_prompt_logprobs_.empty()) compute_prompt_logprobs_pending(u, events);
+  SchedulerOutput out = scheduler_.schedule();
   for (const FailedSequence& f : out.failed)
     finish(
         f.id, FinishReason::kError, {}, "",
@@ -334,6 +358,7 @@ void EngineCore::take_tokens(RequestId id, std::span<SampledToken> tokens, int64
     e.text = std::move(d.text);
     e.token_ids = {tok.token};
     if (a.req.sampling.logprobs >= 0) e.logprobs.push_back(std::move(tok));
+    if (!a.prompt_logprobs.empty()) e.prompt_logprobs = std::move(a.prompt_logprobs);
     if (d.finished) {
       // Tokens after the one that ends the request are dropped: never streamed nor counted.
       finish(id, d.reason, std::move(e), std::move(d.stop_reason), "", u, events);

@@ -76,6 +76,7 @@ class EngineCore {
     int32_t num_cached_tokens = 0;
     int32_t num_prompt_tokens = 0;
     int32_t constraint_state = 0;  // with req.sampling.constraint: the state after the output
+    std::vector<SampledToken> prompt_logprobs;  // computed before the first step, sent with token 1
   };
   // `callback` points into an Active that outlives delivery: one still in active_, or `owner`
   // (finish() moves a request out of active_ into its final event), so no std::function is copied
@@ -103,6 +104,9 @@ class EngineCore {
   void fail_step(const SchedulerOutput& out, const Status& status, MetricsUpdate& update,
                  std::vector<PendingEvent>& events);
   static void deliver(std::vector<PendingEvent>& events);
+  // Computes prompt logprobs for requests added since the last step (prompt_logprobs.h); a
+  // failure ends that request with an error.
+  void compute_prompt_logprobs_pending(MetricsUpdate& update, std::vector<PendingEvent>& events);
 
   EngineCoreConfig config_;
   ModelRunner* runner_;
@@ -110,8 +114,9 @@ class EngineCore {
   KvCacheManager kv_;
   Scheduler scheduler_;
   std::unordered_map<RequestId, std::unique_ptr<Active>> active_;
-  std::shared_ptr<DraftProposer> proposer_;  // null: no speculative decoding
-  std::vector<TokenId> token_buffer_;        // reused: drafts, then a step's accepted tokens
+  std::shared_ptr<DraftProposer> proposer_;       // null: no speculative decoding
+  std::vector<TokenId> token_buffer_;             // reused: drafts, then a step's accepted tokens
+  std::vector<RequestId> needs_prompt_logprobs_;  // added since the last step, asking for them
 };
 
 }  // namespace lathe

@@ -62,6 +62,9 @@ struct StreamEvent {
   std::string text;                    // new text since the last event (may be empty)
   std::vector<TokenId> token_ids;      // new token ids since the last event
   std::vector<SampledToken> logprobs;  // per new token, when logprobs were requested
+  // With sampling.prompt_logprobs, on the first token's event: one entry per prompt token (entry
+  // 0's logprob is NaN: it has no context).
+  std::vector<SampledToken> prompt_logprobs;
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   std::string error;        // finish_reason == kError: what went wrong

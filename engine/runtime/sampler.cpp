@@ -181,28 +181,33 @@ SampledToken sample_token(float* logits, int64_t vocab_size, const SamplingRow& 
     out.token = sample_random(logits, vocab_size, row);
   }
 
-  if (row.num_logprobs >= 0) {
-    double sum = 0.0;
-    if (max_logit != kNegInf)
-      for (int64_t i = 0; i < vocab_size; ++i)
-        sum += std::exp(static_cast<double>(logits[i] - max_logit));
-    const float log_sum = max_logit == kNegInf ? 0.f : static_cast<float>(std::log(sum));
-    auto logprob = [&](int64_t i) {
-      return max_logit == kNegInf ? kNegInf : (logits[i] - max_logit) - log_sum;
-    };
-    out.logprob = logprob(out.token);
-    const int64_t k = std::min<int64_t>(row.num_logprobs, vocab_size);
-    if (k > 0) {
-      std::vector<int32_t> ids(static_cast<size_t>(vocab_size));
-      std::iota(ids.begin(), ids.end(), 0);
-      std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
-        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-      });
-      out.top_logprobs.reserve(static_cast<size_t>(k));
-      for (int64_t i = 0; i < k; ++i) out.top_logprobs.push_back({ids[i], logprob(ids[i])});
-    }
-  }
+  if (row.num_logprobs >= 0) row_logprobs(logits, vocab_size, row.num_logprobs, &out);
   return out;
+}
+
+void row_logprobs(const float* logits, int64_t vocab_size, int32_t num_logprobs,
+                  SampledToken* out) {
+  const float max_logit = logits[argmax(logits, vocab_size)];
+  double sum = 0.0;
+  if (max_logit != kNegInf)
+    for (int64_t i = 0; i < vocab_size; ++i)
+      sum += std::exp(static_cast<double>(logits[i] - max_logit));
+  const float log_sum = max_logit == kNegInf ? 0.f : static_cast<float>(std::log(sum));
+  auto logprob = [&](int64_t i) {
+    return max_logit == kNegInf ? kNegInf : (logits[i] - max_logit) - log_sum;
+  };
+  out->logprob = out->token >= 0 && out->token < vocab_size ? logprob(out->token) : kNegInf;
+  const int64_t k = std::min<int64_t>(num_logprobs, vocab_size);
+  out->top_logprobs.clear();
+  if (k > 0) {
+    std::vector<int32_t> ids(static_cast<size_t>(vocab_size));
+    std::iota(ids.begin(), ids.end(), 0);
+    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    out->top_logprobs.reserve(static_cast<size_t>(k));
+    for (int64_t i = 0; i < k; ++i) out->top_logprobs.push_back({ids[i], logprob(ids[i])});
+  }
 }
 
 }  // namespace lathe

@@ -42,4 +42,8 @@ namespace lathe {
 // logits: [vocab_size], modified in place (used as scratch).
 SampledToken sample_token(float* logits, int64_t vocab_size, const SamplingRow& row);
 
+// Step 5 alone on a row of logits: fills out->logprob (of out->token) and, for num_logprobs > 0,
+// out->top_logprobs, exactly as sample_token() does (prompt logprobs use it on raw logits).
+void row_logprobs(const float* logits, int64_t vocab_size, int32_t num_logprobs, SampledToken* out);
+
 }  // namespace lathe

@@ -43,6 +43,9 @@ Status SamplingParams::validate(int64_t vocab_size) const {
   if (logprobs < -1 || logprobs > kMaxLogprobs)
     return invalid_argument(
         strformat("logprobs must be in [0, %d] (or unset), got %d", kMaxLogprobs, logprobs));
+  if (prompt_logprobs < -1 || prompt_logprobs > kMaxLogprobs)
+    return invalid_argument(strformat("prompt_logprobs must be in [0, %d] (or unset), got %d",
+                                      kMaxLogprobs, prompt_logprobs));
   if (logit_bias.size() > kMaxLogitBias)
     return invalid_argument(strformat("logit_bias takes at most %zu tokens, got %zu", kMaxLogitBias,
                                       logit_bias.size()));

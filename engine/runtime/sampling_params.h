@@ -36,6 +36,9 @@ struct SamplingParams {
   bool ignore_eos = false;              // keep going past EOS (benchmarks)
   bool skip_special_tokens = true;      // leave control tokens out of the text
   int32_t logprobs = -1;  // -1: none; 0: the chosen token's logprob; k > 0: also top-k
+  // -1: none; k >= 0: the logprob of every prompt token given the ones before it (and k
+  // alternatives), delivered with the first output token (prompt_logprobs.h).
+  int32_t prompt_logprobs = -1;
   // OpenAI's logit_bias: added to these tokens' logits before sampling, each in [-100, 100], at
   // most kMaxLogitBias entries, ids inside the vocabulary.
   std::vector<TokenBias> logit_bias;

@@ -53,6 +53,7 @@ MaybeApiError tokenize_prompt(ServerContext& ctx, OpenAiRequest& r) {
                                      i, spec.prompt_tokens[i], static_cast<long long>(vocab)),
                            "prompt");
     }
+    if (r.echo && ctx.tokenizer != nullptr) r.echo_text = ctx.tokenizer->decode(spec.prompt_tokens);
     return {};
   }
   if (ctx.tokenizer == nullptr)
@@ -60,6 +61,7 @@ MaybeApiError tokenize_prompt(ServerContext& ctx, OpenAiRequest& r) {
         "this model has no tokenizer (it was loaded with --load-format dummy): send the prompt "
         "as a list of token ids to /v1/completions",
         prompt_param(r));
+  if (r.echo) r.echo_text = spec.prompt;
   std::vector<TokenId> ids;
   if (r.endpoint == ApiEndpoint::kCompletions && !r.add_special_tokens) {
     EncodeOptions options;
@@ -278,6 +280,16 @@ class GenerationJob {
       std::string buf;
       for (const RequestStream::Piece& piece : pieces) {
         const size_t i = static_cast<size_t>(piece.index);
+        if (request_.echo && first[i] != 0) {
+          // The prompt first, in a chunk of its own (with its logprobs when asked).
+          const bool echo_lp = request_.logprobs && !piece.prompt_logprobs.empty();
+          const nlohmann::json plp =
+              echo_lp ? logprobs[i].append(piece.prompt_logprobs) : nlohmann::json();
+          buf += stream_chunk_event(header_, piece.index, request_.echo_text, true,
+                                    echo_lp ? &plp : nullptr, nullptr, request_.spec.sampling.stop,
+                                    request_.include_usage);
+          first[i] = 0;
+        }
         RequestStream::Final fin;
         ResponseFinish rf;
         if (piece.last) {
@@ -341,6 +353,8 @@ class GenerationJob {
       for (RequestStream::Piece& p : pieces) {
         const size_t i = static_cast<size_t>(p.index);
         texts[i] += p.text;
+        // The prompt's entries come with the first token, before its own.
+        lps[i].insert(lps[i].end(), p.prompt_logprobs.begin(), p.prompt_logprobs.end());
         lps[i].insert(lps[i].end(), p.logprobs.begin(), p.logprobs.end());
       }
       if (done) break;
@@ -358,7 +372,7 @@ class GenerationJob {
       if (fin.reason == FinishReason::kError) return error_response(engine_failure(fin));
       ResponseChoice& c = choices[i];
       c.index = static_cast<int32_t>(i);
-      c.text = std::move(texts[i]);
+      c.text = request_.echo ? request_.echo_text + texts[i] : std::move(texts[i]);
       c.finish = ResponseFinish{fin.reason, false, fin.stop_reason, fin.usage};
       if (request_.uses_tools()) {
         ToolReply reply(request_, tool_syntax_);

@@ -655,10 +655,9 @@ MaybeApiError parse_completion(const Fields& f, OpenAiRequest* out) {
     if (auto e = f.integer32("logprobs", &out->top_logprobs, 0, kMaxTopLogprobs)) return e;
     out->logprobs = true;
   }
-  bool echo = false;
-  if (auto e = f.boolean("echo", &echo)) return e;
-  if (echo)
-    return bad_request("echo is not supported by Lathe; leave it out or set it to false", "echo");
+  if (auto e = f.boolean("echo", &out->echo)) return e;
+  // With echo, logprobs cover the prompt too (what harnesses read for log-likelihoods).
+  if (out->echo && out->logprobs) out->spec.sampling.prompt_logprobs = out->top_logprobs;
   std::string suffix;
   if (auto e = f.string("suffix", &suffix)) return e;
   if (!suffix.empty()) return bad_request("suffix is not supported by Lathe", "suffix");

@@ -49,12 +49,14 @@ struct OpenAiRequest {
   bool logprobs = false;          // return the chosen tokens' logprobs
   int32_t top_logprobs = 0;       // and this many alternatives per token
   int32_t n = 1;                  // choices: n engine requests of the one prompt
+  bool echo = false;              // completions: the prompt comes back before the completion
+  std::string echo_text;          // the prompt as text (set once tokenized)
   GuidedDecoding guided;
   // Chat tools: the validated `tools` array as JSON text ("" for none), their names, the choice.
   std::string tools_json;
   std::vector<std::string> tool_names;
   ToolChoice tool_choice = ToolChoice::kAuto;
-  std::string tool_choice_name;  // kNamed
+  std::string tool_choice_name;     // kNamed
   bool parallel_tool_calls = true;  // false: tool_choice required makes exactly one call
   bool uses_tools() const { return !tools_json.empty() && tool_choice != ToolChoice::kNone; }
 };

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 namespace lathe {
@@ -92,6 +93,13 @@ json LogprobsBuilder::append(const std::vector<SampledToken>& tokens) {
   for (const SampledToken& t : tokens) {
     const std::string text = token_text(t.token);
     out["tokens"].push_back(text);
+    if (std::isnan(t.logprob)) {  // the prompt's first token (echo): no context, no logprob
+      out["token_logprobs"].push_back(nullptr);
+      out["top_logprobs"].push_back(nullptr);
+      out["text_offset"].push_back(text_offset_);
+      text_offset_ += static_cast<int64_t>(text.size());
+      continue;
+    }
     out["token_logprobs"].push_back(t.logprob);
     json top = json::object();
     for (size_t k = 0; k < t.top_logprobs.size() && static_cast<int32_t>(k) < top_logprobs_; ++k)

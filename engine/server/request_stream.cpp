@@ -10,7 +10,8 @@ void RequestStream::on_event(int32_t index, const StreamEvent& event) {
     if (fin.finished) return;
     if (!event.text.empty() || !event.token_ids.empty() || !event.logprobs.empty() ||
         event.finished)
-      pieces_.push_back(Piece{index, event.text, event.token_ids, event.logprobs, event.finished});
+      pieces_.push_back(Piece{index, event.text, event.token_ids, event.logprobs, event.finished,
+                              event.prompt_logprobs});
     if (event.finished) {
       fin.finished = true;
       ++num_finished_;

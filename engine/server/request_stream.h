@@ -30,6 +30,7 @@ class RequestStream {
     std::vector<TokenId> token_ids;
     std::vector<SampledToken> logprobs;
     bool last = false;
+    std::vector<SampledToken> prompt_logprobs;  // with the choice's first token (echo)
   };
   // How one choice ended (valid once its last piece was produced).
   struct Final {

@@ -60,7 +60,7 @@ class ServerContext {
   mutable std::mutex mutex_;
   std::condition_variable idle_cv_;
   std::unordered_set<RequestId> active_;
-  static constexpr size_t kRecentGrammars = 16;
+  static constexpr size_t kRecentGrammars = 8;
   std::mutex grammar_mutex_;
   std::list<std::pair<std::string, std::shared_ptr<GrammarConstraint>>> grammars_;  // recent first
   std::once_flag vocabulary_once_;

@@ -256,7 +256,8 @@ Result<std::string> forced_call_regex(const nlohmann::ordered_json& tools, const
   std::string one = "(";
   for (size_t i = 0; i < options.size(); ++i) one += (i ? "|(" : "(") + options[i] + ")";
   one += ")";
-  return "\\[" + one + "(,[ ]?" + one + "){0," + std::to_string(std::max(0, max_calls - 1)) + "}\\]";
+  return "\\[" + one + "(,[ ]?" + one + "){0," + std::to_string(std::max(0, max_calls - 1)) +
+         "}\\]";
 }
 
 std::vector<ToolCall> parse_forced_calls(const std::string& text, const std::string& named) {

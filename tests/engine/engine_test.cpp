@@ -3,6 +3,8 @@
 // idling without spinning, and the metrics a run leaves behind.
 #include <QtTest>
 
+#include <cmath>
+
 #include <algorithm>
 #include <ctime>
 #include <set>
@@ -401,6 +403,44 @@ class EngineTest : public QObject {
     QVERIFY(c.wait());
     QCOMPARE(c.tokens.size(), size_t{6});  // 250 + 6 = max-model-len 256
     QCOMPARE(c.last.finish_reason, FinishReason::kLength);
+  }
+
+  // Prompt logprobs (echo): every prompt token scored by the model's logits after the tokens
+  // before it, read through KV blocks borrowed for the call (the fake runner's one-hot logits sit
+  // at the token its context predicts), in two chunks; the blocks are back afterwards.
+  void prompt_logprobs_score_each_token_by_its_prefix() {
+    Made m = make_engine();
+    std::vector<TokenId> p = {5};
+    for (int i = 1; i < 100; ++i)
+      p.push_back(i % 2 == 1 ? m.runner->greedy_next(p) : static_cast<TokenId>(3 + (i * 37) % 900));
+    RequestSpec s = spec(p, 2);
+    s.sampling.prompt_logprobs = 2;
+    std::vector<SampledToken> got;
+    int events_with = 0;
+    test::Collected c;
+    StreamCallback inner = c.callback(m.engine.get());
+    LATHE_SUBMIT_OK(m.engine->submit(s, [&](const StreamEvent& e) {
+      if (!e.prompt_logprobs.empty()) {
+        got = e.prompt_logprobs;
+        ++events_with;
+      }
+      inner(e);
+    }));
+    QVERIFY(c.wait());
+    QCOMPARE(events_with, 1);
+    QCOMPARE(got.size(), p.size());
+    QVERIFY(std::isnan(got[0].logprob) && got[0].token == p[0]);
+    const double log_sum = std::log(std::exp(1.0) + 999.0);  // one logit of 1, 999 of 0
+    for (size_t i = 1; i < p.size(); ++i) {
+      const std::vector<TokenId> prefix(p.begin(), p.begin() + static_cast<std::ptrdiff_t>(i));
+      const TokenId predicted = m.runner->greedy_next(prefix);
+      QCOMPARE(got[i].token, p[i]);
+      const double want = (p[i] == predicted ? 1.0 : 0.0) - log_sum;
+      QVERIFY2(std::abs(got[i].logprob - want) < 1e-5, std::to_string(i).c_str());
+      QCOMPARE(static_cast<int>(got[i].top_logprobs.size()), 2);
+      QCOMPARE(got[i].top_logprobs[0].token, predicted);
+    }
+    QCOMPARE(c.at_finish.kv_blocks_used, 0);
   }
 
   void seeds_make_sampling_reproducible() {

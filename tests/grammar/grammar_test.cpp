@@ -132,6 +132,7 @@ void GrammarTest::bad_regexes_are_refused_by_name() {
       {"[z-a]", "out of order"},
       {"a{100000}", "above"},
       {"(x{1000}){1000}", "automaton states"},
+      {std::string(5000, '(') + std::string(5000, ')'), "nest deeper"},
   };
   for (const auto& [regex, what] : bad) {
     Result<ByteNfa> r = compile_regex(regex);

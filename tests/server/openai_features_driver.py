@@ -346,8 +346,55 @@ def section_tools(ctx):
             check("bad input (%s) is a 400" % name, e.body.get("param") == param and needle in str(e.body), str(e.body))
 
 
+def section_echo(ctx):
+    prompt = "The quick brown fox jumps over the lazy"
+    # The engine's own logprobs for three greedy tokens...
+    gen = ctx.client.completions.create(model=ctx.model, prompt=prompt, max_tokens=3, temperature=0, logprobs=2)
+    glp = gen.choices[0].logprobs
+    ids = ctx.post("/tokenize", {"prompt": prompt})["tokens"]
+    gen_ids = [ctx.token_id(t) for t in glp.tokens]  # each generated token, by its text
+    cont = ids + gen_ids
+    # ...equal the prompt logprobs of the same text as a prompt (echo), token for token.
+    r = ctx.client.completions.create(model=ctx.model, prompt=cont, max_tokens=1, temperature=0, logprobs=2, echo=True)
+    lp = r.choices[0].logprobs
+    check("echo: the text starts with the prompt", r.choices[0].text.startswith(prompt + gen.choices[0].text),
+          repr(r.choices[0].text))
+    check("echo: one entry per prompt token and the completion's", len(lp.tokens) == len(cont) + 1,
+          "%d vs %d" % (len(lp.tokens), len(cont) + 1))
+    check("echo: the first prompt token has no logprob", lp.token_logprobs[0] is None and lp.top_logprobs[0] is None)
+    same = None not in gen_ids
+    if same:
+        diffs = [abs(a - b) for a, b in zip(lp.token_logprobs[len(ids):len(ids) + 3], glp.token_logprobs)]
+        check("echo: prompt logprobs equal the engine's logprobs of the same tokens", max(diffs) < 1e-4, str(diffs))
+        check("echo: and their top alternatives", [set(t) for t in lp.top_logprobs[len(ids):len(ids) + 3]] ==
+              [set(t) for t in glp.top_logprobs], str(lp.top_logprobs[len(ids):]) + " vs " + str(glp.top_logprobs))
+    else:
+        check("echo: each generated token is one token by its text", False, repr(glp.tokens))
+    check("echo: logprobs are <= 0", all(v <= 0 for v in lp.token_logprobs[1:]))
+    # What lm-eval's local-completions sends for a log-likelihood request.
+    ll = ctx.client.completions.create(model=ctx.model, prompt=prompt + " dog", max_tokens=1, temperature=0, logprobs=1,
+                                       echo=True, seed=1234)
+    check("echo: lm-eval's request shape", ll.choices[0].logprobs.tokens[-2] == " dog", repr(ll.choices[0].logprobs.tokens[-3:]))
+    parts, plps = "", []
+    for chunk in ctx.client.completions.create(model=ctx.model, prompt=prompt, max_tokens=3, temperature=0, logprobs=0,
+                                               echo=True, stream=True):
+        for c in chunk.choices:
+            parts += c.text
+            if c.logprobs:
+                plps += c.logprobs.token_logprobs
+    check("echo stream: prompt then completion", parts == prompt + gen.choices[0].text, repr(parts))
+    check("echo stream: logprobs for the prompt and the completion", len(plps) == len(ids) + 3, str(len(plps)))
+    plain = ctx.client.completions.create(model=ctx.model, prompt=prompt, max_tokens=2, temperature=0, echo=True)
+    check("echo without logprobs", plain.choices[0].text.startswith(prompt) and plain.choices[0].logprobs is None)
+    try:
+        ctx.client.completions.create(model=ctx.model, prompt=prompt, max_tokens=2, n=1, best_of=2)
+        check("best_of is refused", False, "no error")
+    except openai.BadRequestError as e:
+        check("best_of is refused", "best_of" in str(e.body))
+
+
 SECTIONS = {"n": section_n, "logit_bias": section_logit_bias, "structured": section_structured,
-            "tools": section_tools}
+            "tools": section_tools, "echo": section_echo}
 
 
 def main():

@@ -3,7 +3,8 @@
 // and that a wrong API key raises AuthenticationError (and n=17 BadRequestError, an unknown model
 // NotFoundError); openai_features_driver.py checks n > 1, logit_bias, structured output, tool
 // calls and echo. The SDK goes into a virtual environment of the test's own (LATHE_TEST_VENV in the
-// build tree), created and filled with `pip install openai` on the first run and reused after.
+// build tree), created and filled with `pip install openai jsonschema` (jsonschema validates the
+// structured output) on the first run and reused after.
 #include <QtTest>
 
 #include <filesystem>
@@ -25,13 +26,14 @@ class OpenAiSdkTest : public QObject {
     QVERIFY2(!venv.isEmpty(), "LATHE_TEST_VENV is not set");
     std::string out;
     if (QFile::exists(venv_python()) &&
-        run_program(venv_python(), {"-c", "import openai"}, 60000, &out) == 0)
+        run_program(venv_python(), {"-c", "import openai, jsonschema"}, 60000, &out) == 0)
       return;
     int code = run_program("python3", {"-m", "venv", venv}, 300000, &out);
     QVERIFY2(code == 0, ("python3 -m venv failed (install python3-venv): " + out).c_str());
     code =
         run_program(venv + "/bin/pip",
-                    {"install", "--quiet", "--disable-pip-version-check", "openai"}, 600000, &out);
+                    {"install", "--quiet", "--disable-pip-version-check", "openai", "jsonschema"},
+                    600000, &out);
     QVERIFY2(code == 0,
              ("pip install openai failed (the test needs network access to PyPI): " + out).c_str());
   }

@@ -244,7 +244,10 @@ class ServerEngineTest : public QObject {
         {"top_logprobs", 5},
         {"max_completion_tokens", -3},
         {"tools", json::array({{{"type", "function"}}})},
-        {"response_format", {{"type", "json_object"}}},
+        {"response_format", {{"type", "json_schema"}}},
+        {"response_format", {{"type", "json_schema"}, {"json_schema", {{"schema", {{"not", 1}}}}}}},
+        {"guided_regex", "(?<=a)"},
+        {"guided_choice", json::array()},
         {"tool_choice", "required"},
         {"prompt", "x"}};
     for (const auto& [field, v] : chat_bad) {
@@ -267,7 +270,7 @@ class ServerEngineTest : public QObject {
         {"prompt", json::array({json::array()})},
         {"logprobs", 21},
         {"logprobs", true},
-        {"echo", true},
+        {"echo", "yes"},
         {"suffix", "x"},
         {"messages", json::array()},
         {"prompt", [] {

@@ -359,7 +359,7 @@ class ServerHttpTest : public QObject {
         {"/v1/completions", {{"prompt", {1, 999999}}}, "prompt"},
         {"/v1/completions", {{"prompt", {1, -2}}}, "prompt"},
         {"/v1/completions", {{"prompt", 5}}, "prompt"},
-        {"/v1/completions", {{"prompt", "x"}, {"echo", true}}, "echo"},
+        {"/v1/completions", {{"prompt", "x"}, {"echo", 1}}, "echo"},
         {"/v1/completions", {{"prompt", "x"}, {"logprobs", true}}, "logprobs"},
         {"/v1/completions", {{"prompt", "x"}, {"stop", {1}}}, "stop"},
         {"/v1/completions", {{"prompt", "x"}, {"stop_token_ids", {300}}}, "stop_token_ids"},
