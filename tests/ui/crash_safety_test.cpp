@@ -3,7 +3,7 @@
 // moment; the file must then hold one complete version, never a torn mix, and never go back to an
 // older version. Writers: the engine's write_file_atomically (benchmark results; quantized outputs
 // use the same fsync helpers), ConversationStore (QSaveFile) and PresetStore (QSettings).
-// LATHE_KILL_TEST_ITERATIONS sets the kills per writer (default 60).
+// LATHE_KILL_TEST_ITERATIONS sets the kills per writer (default 25).
 #include <QtTest>
 
 #include <QDir>
@@ -31,7 +31,7 @@ namespace {
 
 int iterations() {
   const int n = qEnvironmentVariableIntValue("LATHE_KILL_TEST_ITERATIONS");
-  return n > 0 ? n : 60;
+  return n > 0 ? n : 25;
 }
 
 struct KillStats {
