@@ -183,8 +183,12 @@ def main():
     rng = random.Random(7)
     while fill_requests < args.max_fill_requests:
         _, m = request(args.host, args.port, "GET", "/metrics")
-        free = metric(m.decode(), "lathe:kv_cache_blocks", 'state="free"')
-        if free is None or free == 0:
+        blocks = {st: metric(m.decode(), "lathe:kv_cache_blocks", 'state="%s"' % st)
+                  for st in ("free", "used", "cached")}
+        if None in blocks.values():
+            break
+        # Done when at most 1% of the blocks were never used (the pool may keep one in reserve).
+        if blocks["free"] <= max(1.0, 0.01 * sum(blocks.values())):
             break
         words = " ".join(rng.choice(WORDS) for _ in range(args.fill_words))
         status, payload = request(args.host, args.port, "POST", "/v1/completions",
