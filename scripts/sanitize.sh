@@ -25,8 +25,8 @@ for t in $tests; do
     *) targets+=("$t") ;;
   esac
 done
-# Tests that run the CLI need it built too.
-targets+=(lathe)
+# The whole suite includes tests that run the CLI: build it too.
+[ $# -eq 0 ] && targets+=(lathe)
 cmake --build build/debug -j "${LATHE_BUILD_JOBS:-2}" --target "${targets[@]}"
 
 supp=$PWD/scripts/sanitizers

@@ -162,16 +162,42 @@ def main():
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--pid", type=int, required=True, help="the server's pid (RSS)")
     ap.add_argument("--duration", type=float, default=300)
-    ap.add_argument("--warmup", type=float, default=None, help="seconds before the RSS baseline")
+    ap.add_argument("--warmup", type=float, default=None,
+                    help="seconds of load (after the KV fill) before the RSS baseline")
     ap.add_argument("--concurrency", type=int, default=6)
     ap.add_argument("--max-tokens", type=int, default=24)
     ap.add_argument("--bad-fraction", type=float, default=0.1)
     ap.add_argument("--disconnect-fraction", type=float, default=0.2)
     ap.add_argument("--max-rss-growth", type=float, default=0.05)
     ap.add_argument("--max-health-ms", type=float, default=100)
+    ap.add_argument("--fill-words", type=int, default=600, help="words per warm-up prompt")
+    ap.add_argument("--max-fill-requests", type=int, default=400)
     ap.add_argument("--out", default="")
     args = ap.parse_args()
     warmup = args.warmup if args.warmup is not None else min(60.0, args.duration / 5)
+
+    # The KV cache is allocated up front but its pages become resident as blocks are first used
+    # (freed blocks stay cached for prefix hits, so new ones keep being touched): fill every
+    # block once with long unique prompts, so the RSS baseline includes the whole cache.
+    fill_t0, fill_requests = time.time(), 0
+    rng = random.Random(7)
+    while fill_requests < args.max_fill_requests:
+        _, m = request(args.host, args.port, "GET", "/metrics")
+        blocks = {st: metric(m.decode(), "lathe:kv_cache_blocks", 'state="%s"' % st)
+                  for st in ("free", "used", "cached")}
+        if None in blocks.values():
+            break
+        # Done when at most 1% of the blocks were never used (the pool may keep one in reserve).
+        if blocks["free"] <= max(1.0, 0.01 * sum(blocks.values())):
+            break
+        words = " ".join(rng.choice(WORDS) for _ in range(args.fill_words))
+        status, payload = request(args.host, args.port, "POST", "/v1/completions",
+                                  {"prompt": "%d %s" % (fill_requests, words), "max_tokens": 1})
+        if status != 200:
+            print("warm-up request got %d: %s" % (status, payload[:200]), file=sys.stderr)
+            break
+        fill_requests += 1
+    fill_s = time.time() - fill_t0
 
     stats, stop = Stats(), threading.Event()
     threads = [threading.Thread(target=worker, args=(args, i, stats, stop), daemon=True)
@@ -212,6 +238,8 @@ def main():
     final_rss = rss_kib(args.pid)
     health_sorted = sorted(health_ms) or [0]
     summary = {
+        "kv_fill_requests": fill_requests,
+        "kv_fill_s": round(fill_s, 1),
         "duration_s": round(time.time() - t0, 1),
         "counts": stats.counts,
         "unexpected": stats.unexpected,
@@ -220,6 +248,8 @@ def main():
         "rss_growth": (final_rss - baseline) / baseline if baseline and final_rss else None,
         "rss_curve_kib": rss_curve,
         "health_ms_p50": round(health_sorted[len(health_sorted) // 2], 2),
+        "health_ms_p99": round(health_sorted[int(len(health_sorted) * 0.99)], 2),
+        "health_checks": len(health_ms),
         "health_ms_max": round(health_sorted[-1], 2),
         "kv_blocks_used_at_end": used,
         "requests_running_at_end": running,

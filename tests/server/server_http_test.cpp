@@ -703,7 +703,7 @@ class ServerHttpTest : public QObject {
   void request_caps_are_4xx() {
     const json msgs = {{{"role", "user"}, {"content", "hi"}}};
     json many_stops = json::array();
-    for (int i = 0; i < 17; ++i) many_stops.push_back("s" + std::to_string(i));
+    for (int i = 0; i < 17; ++i) many_stops.push_back(strformat("s%d", i));
     struct Case {
       std::string path;
       json body;
