@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 LATHE=${LATHE:-build/cpu/app/lathe}
 WORK=${1:-/tmp/lathe-quality}
-WINDOWS=${WINDOWS:-4}
+WINDOWS=${WINDOWS:-1}
 CTX=${CTX:-512}
 SAMPLES=${SAMPLES:-32}
 SEQ_LEN=${SEQ_LEN:-256}
