@@ -129,9 +129,47 @@ Status cholesky_upper(std::vector<double>& a, int64_t n) {
 }
 
 Status inverse_upper_cholesky(std::vector<double>& h, int64_t n) {
-  LATHE_RETURN_IF_ERROR(cholesky_lower(h, n));
-  h = cholesky_inverse(h, n);
-  return cholesky_upper(h, n);
+  // With J the exchange matrix (index i -> n-1-i): J H J = M M^T (M lower), so H = R R^T with R =
+  // J M J upper, H^-1 = R^-T R^-1, and U = R^-1 = J M^-1 J is the upper factor of H^-1 (positive
+  // diagonal). One factorization and one triangular inverse instead of a factorization, an
+  // inverse and a second factorization.
+  std::vector<double> m(h.size());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      m[static_cast<size_t>(i * n + j)] = h[static_cast<size_t>((n - 1 - i) * n + (n - 1 - j))];
+  LATHE_RETURN_IF_ERROR(cholesky_lower(m, n));
+  // M^-1 column by column (forward substitution, kCols columns per pass over M's rows); column
+  // j of M^-1 lands in U's row n-1-j, reversed.
+  constexpr int64_t kCols = 16;
+  std::fill(h.begin(), h.end(), 0.0);
+  const int64_t num_tasks = (n + kCols - 1) / kCols;
+  ThreadPool::global().parallel_for(
+      num_tasks,
+      [&](int64_t b, int64_t e) {
+        std::vector<double> y(static_cast<size_t>(n * kCols));
+        double acc[kCols];
+        for (int64_t task = b; task < e; ++task) {
+          const int64_t c0 = task * kCols, nc = std::min(kCols, n - c0);
+          std::fill(y.begin(), y.end(), 0.0);
+          for (int64_t i = c0; i < n; ++i) {
+            const double* mi = m.data() + i * n;
+            for (int64_t c = 0; c < nc; ++c) acc[c] = i == c0 + c ? 1.0 : 0.0;
+            for (int64_t t = c0; t < i; ++t) {
+              const double mt = mi[t];
+              const double* yt = y.data() + t * kCols;
+              for (int64_t c = 0; c < nc; ++c) acc[c] -= mt * yt[c];
+            }
+            for (int64_t c = 0; c < nc; ++c) y[static_cast<size_t>(i * kCols + c)] = acc[c] / mi[i];
+          }
+          // Minv[i][j] for j = c0 + c goes to U[n-1-i][n-1-j].
+          for (int64_t c = 0; c < nc; ++c)
+            for (int64_t i = c0 + c; i < n; ++i)
+              h[static_cast<size_t>((n - 1 - i) * n + (n - 1 - (c0 + c)))] =
+                  y[static_cast<size_t>(i * kCols + c)];
+        }
+      },
+      1);
+  return Status();
 }
 
 }  // namespace lathe
