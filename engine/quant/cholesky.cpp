@@ -29,6 +29,26 @@ void transpose_in_place(std::vector<double>& a, int64_t n) {
     for (int64_t j = i + 1; j < n; ++j) std::swap(a[i * n + j], a[j * n + i]);
 }
 
+// Columns solved together by the triangular solves (each row of the factor is read once for all).
+constexpr int64_t kCols = 16;
+
+// Columns c0 .. c0+nc-1 of L^-1 for L [n, n] lower triangular: forward substitution of
+// L y = e_j, into y [n, kCols] (row i, column j - c0; rows above c0 are zero).
+void forward_solve_identity(const double* l, int64_t n, int64_t c0, int64_t nc, double* y) {
+  double acc[kCols];
+  std::fill(y, y + n * kCols, 0.0);
+  for (int64_t i = c0; i < n; ++i) {
+    const double* li = l + i * n;
+    for (int64_t c = 0; c < nc; ++c) acc[c] = i == c0 + c ? 1.0 : 0.0;
+    for (int64_t t = c0; t < i; ++t) {
+      const double lt = li[t];
+      const double* yt = y + t * kCols;
+      for (int64_t c = 0; c < nc; ++c) acc[c] -= lt * yt[c];
+    }
+    for (int64_t c = 0; c < nc; ++c) y[i * kCols + c] = acc[c] / li[i];
+  }
+}
+
 }  // namespace
 
 Status cholesky_lower(std::vector<double>& a, int64_t n) {
@@ -83,7 +103,6 @@ std::vector<double> cholesky_inverse(const std::vector<double>& l, int64_t n) {
   // Column j of A^-1 solves L y = e_j, then L^T x = y; A^-1 is symmetric, so x is row j too.
   // kCols columns at a time: each row of L and L^T is read once for all of them. Per column the
   // sums run in ascending (forward) and descending (backward) index order.
-  constexpr int64_t kCols = 16;
   const int64_t num_tasks = (n + kCols - 1) / kCols;
   ThreadPool::global().parallel_for(
       num_tasks,
@@ -92,17 +111,7 @@ std::vector<double> cholesky_inverse(const std::vector<double>& l, int64_t n) {
         double acc[kCols];
         for (int64_t task = b; task < e; ++task) {
           const int64_t c0 = task * kCols, nc = std::min(kCols, n - c0);
-          std::fill(y.begin(), y.end(), 0.0);
-          for (int64_t i = c0; i < n; ++i) {
-            const double* li = l.data() + i * n;
-            for (int64_t c = 0; c < nc; ++c) acc[c] = i == c0 + c ? 1.0 : 0.0;
-            for (int64_t t = c0; t < i; ++t) {
-              const double lt = li[t];
-              const double* yt = y.data() + t * kCols;
-              for (int64_t c = 0; c < nc; ++c) acc[c] -= lt * yt[c];
-            }
-            for (int64_t c = 0; c < nc; ++c) y[static_cast<size_t>(i * kCols + c)] = acc[c] / li[i];
-          }
+          forward_solve_identity(l.data(), n, c0, nc, y.data());
           for (int64_t i = n - 1; i >= 0; --i) {
             const double* ui = u.data() + i * n;
             for (int64_t c = 0; c < nc; ++c) acc[c] = y[static_cast<size_t>(i * kCols + c)];
@@ -140,27 +149,15 @@ Status inverse_upper_cholesky(std::vector<double>& h, int64_t n) {
   LATHE_RETURN_IF_ERROR(cholesky_lower(m, n));
   // M^-1 column by column (forward substitution, kCols columns per pass over M's rows); column
   // j of M^-1 lands in U's row n-1-j, reversed.
-  constexpr int64_t kCols = 16;
   std::fill(h.begin(), h.end(), 0.0);
   const int64_t num_tasks = (n + kCols - 1) / kCols;
   ThreadPool::global().parallel_for(
       num_tasks,
       [&](int64_t b, int64_t e) {
         std::vector<double> y(static_cast<size_t>(n * kCols));
-        double acc[kCols];
         for (int64_t task = b; task < e; ++task) {
           const int64_t c0 = task * kCols, nc = std::min(kCols, n - c0);
-          std::fill(y.begin(), y.end(), 0.0);
-          for (int64_t i = c0; i < n; ++i) {
-            const double* mi = m.data() + i * n;
-            for (int64_t c = 0; c < nc; ++c) acc[c] = i == c0 + c ? 1.0 : 0.0;
-            for (int64_t t = c0; t < i; ++t) {
-              const double mt = mi[t];
-              const double* yt = y.data() + t * kCols;
-              for (int64_t c = 0; c < nc; ++c) acc[c] -= mt * yt[c];
-            }
-            for (int64_t c = 0; c < nc; ++c) y[static_cast<size_t>(i * kCols + c)] = acc[c] / mi[i];
-          }
+          forward_solve_identity(m.data(), n, c0, nc, y.data());
           // Minv[i][j] for j = c0 + c goes to U[n-1-i][n-1-j].
           for (int64_t c = 0; c < nc; ++c)
             for (int64_t i = c0 + c; i < n; ++i)
