@@ -31,6 +31,9 @@ Result<LoadedModel> load_model(const std::string& path, const LoadOptions& optio
 // $LATHE_MODEL_DIR or ~/.cache/lathe/models. Does not download; scripts/fetch-default-model.sh
 // does.
 std::string default_model_path();
+// A folder of Lathe's cache: $<env_override> when set, else $XDG_CACHE_HOME/lathe/<sub>, else
+// ~/.cache/lathe/<sub> (e.g. ("LATHE_TEXT_DIR", "text")).
+std::string lathe_cache_dir(const char* env_override, const char* sub);
 // default_model_path() when it exists; otherwise an error that says how to fetch it.
 Result<std::string> resolve_model_path(const std::string& maybe_empty);
 

@@ -9,17 +9,17 @@ namespace {
 constexpr const char* kDefaultModelFile = "SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 
+std::string lathe_cache_dir(const char* env_override, const char* sub) {
+  if (const char* env = std::getenv(env_override); env != nullptr && *env != '\0') return env;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0')
+    return (std::filesystem::path(xdg) / "lathe" / sub).string();
+  const char* home = std::getenv("HOME");
+  return (std::filesystem::path(home != nullptr ? home : ".") / ".cache" / "lathe" / sub).string();
+}
+
 std::string default_model_path() {
-  std::filesystem::path dir;
-  if (const char* env = std::getenv("LATHE_MODEL_DIR"); env != nullptr && *env != '\0') {
-    dir = env;
-  } else if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') {
-    dir = std::filesystem::path(xdg) / "lathe" / "models";
-  } else {
-    const char* home = std::getenv("HOME");
-    dir = std::filesystem::path(home != nullptr ? home : ".") / ".cache" / "lathe" / "models";
-  }
-  return (dir / kDefaultModelFile).string();
+  return (std::filesystem::path(lathe_cache_dir("LATHE_MODEL_DIR", "models")) / kDefaultModelFile)
+      .string();
 }
 
 Result<std::string> resolve_model_path(const std::string& maybe_empty) {

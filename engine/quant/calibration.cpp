@@ -1,6 +1,5 @@
 #include "engine/quant/calibration.h"
 
-#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -9,6 +8,7 @@
 
 #include "engine/core/strings.h"
 #include "engine/eval/eval_text.h"
+#include "engine/model/model_loader.h"
 #include "engine/tokenizer/chat_template.h"
 
 namespace lathe {
@@ -265,16 +265,7 @@ int64_t CalibrationSet::num_tokens() const {
 }
 
 std::string default_calibration_path() {
-  std::string dir;
-  if (const char* e = std::getenv("LATHE_TEXT_DIR"); e != nullptr && *e != '\0') {
-    dir = e;
-  } else if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && *x != '\0') {
-    dir = std::string(x) + "/lathe/text";
-  } else {
-    const char* home = std::getenv("HOME");
-    dir = std::string(home != nullptr ? home : ".") + "/.cache/lathe/text";
-  }
-  return dir + "/calibration.txt";
+  return lathe_cache_dir("LATHE_TEXT_DIR", "text") + "/calibration.txt";
 }
 
 Status check_calibration_config(const CalibrationConfig& c) {

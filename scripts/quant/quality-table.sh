@@ -5,19 +5,20 @@
 # same windows of a Canterbury text (scripts/fetch-eval-text.sh). Prints a markdown table (size,
 # bits per parameter of the whole checkpoint, PPL, mean/p99 KLD, top-1 agreement, CPU time of the
 # quantization) and leaves the JSON reports in $WORK/eval-*.json.
-# Usage: scripts/quant/quality-table.sh [WORK_DIR]   (env: LATHE, WINDOWS, CTX, TEXT, SAMPLES,
-#        SEQ_LEN, METHODS)
+# Usage: scripts/quant/quality-table.sh [WORK_DIR]   (env: LATHE, GGUF, WINDOWS, CTX, TEXT, SAMPLES,
+#        SEQ_LEN, GROUP, METHODS)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 LATHE=${LATHE:-build/cpu/app/lathe}
 WORK=${1:-/tmp/lathe-quality}
-WINDOWS=${WINDOWS:-4}
+WINDOWS=${WINDOWS:-1}
 CTX=${CTX:-512}
 SAMPLES=${SAMPLES:-32}
 SEQ_LEN=${SEQ_LEN:-256}
+GROUP=${GROUP:-128}  # 64 for SmolLM2-135M (576 columns)
 MODELS=${LATHE_MODEL_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/lathe/models}
 TEXTS=${LATHE_TEXT_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/lathe/text}
-GGUF=$MODELS/Qwen2.5-Coder-0.5B-Instruct-Q4_K_M.gguf
+GGUF=${GGUF:-$MODELS/Qwen2.5-Coder-0.5B-Instruct-Q4_K_M.gguf}
 TEXT=${TEXT:-$TEXTS/canterbury/alice29.txt}
 METHODS=${METHODS:-"rtn rtn-asym gptq awq fp8 int8 q8_0 q6_k q5_k_m q4_k_m q4_0"}
 mkdir -p "$WORK"
@@ -25,10 +26,10 @@ REF=$WORK/ref-f16
 [ -d "$REF" ] || "$LATHE" quantize "$GGUF" -s f16 -o "$REF"
 
 declare -A FLAGS=(
-  [rtn]="-s rtn --format gptq --bits 4 --group-size 128 --sym"
-  [rtn-asym]="-s rtn --format awq --bits 4 --group-size 128 --asym"
-  [gptq]="-s gptq --bits 4 --group-size 128 --desc-act --damp-percent 0.1 --num-samples $SAMPLES --seq-len $SEQ_LEN"
-  [awq]="-s awq --group-size 128 --num-samples $SAMPLES --seq-len $SEQ_LEN"
+  [rtn]="-s rtn --format gptq --bits 4 --group-size $GROUP --sym"
+  [rtn-asym]="-s rtn --format awq --bits 4 --group-size $GROUP --asym"
+  [gptq]="-s gptq --bits 4 --group-size $GROUP --desc-act --damp-percent 0.1 --num-samples $SAMPLES --seq-len $SEQ_LEN"
+  [awq]="-s awq --group-size $GROUP --num-samples $SAMPLES --seq-len $SEQ_LEN"
   [fp8]="-s fp8-dynamic"
   [int8]="-s int8-w8a16"
   [q8_0]="-s q8_0" [q6_k]="-s q6_k" [q5_k_m]="-s q5_k_m" [q4_k_m]="-s q4_k_m" [q4_0]="-s q4_0"
