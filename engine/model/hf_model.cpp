@@ -163,6 +163,16 @@ Result<LoadedModel> load_hf_model(const std::string& folder, const LoadOptions& 
         return corrupt_file(folder + ": tensors '" + found[canonical].file_name + "' and '" + name +
                             "' are the same weight");
       LATHE_ASSIGN_OR_RETURN(TensorView view, entry.tensor->view(entry.file->path()));
+      // The format does not align tensor data: weights are read in place as their element type,
+      // so a tensor at an offset that is not a multiple of its element size is copied (rare: the
+      // safetensors writers pad the header to 8 bytes and most checkpoints keep the offsets even).
+      const DTypeInfo& info = dtype_info(view.dtype);
+      const int64_t align = info.block_size == 1 ? info.block_bytes : 1;
+      if (align > 1 &&
+          reinterpret_cast<uintptr_t>(view.data) % static_cast<uintptr_t>(align) != 0) {
+        const uint8_t* src = static_cast<const uint8_t*>(view.data);
+        view.data = m.weights.own(std::vector<uint8_t>(src, src + view.nbytes()));
+      }
       found[canonical] = FileTensor{view, name, entry.file->path()};
     }
     const bool quantized = m.quantization.quantized();

@@ -4,6 +4,7 @@
 #include <QtTest>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -161,6 +162,37 @@ class ModelLoaderTest : public QObject {
     // tests/fixtures/model/expected.json: the HF tokenizer's ids for "hello world".
     QCOMPARE(m.tokenizer->encode("hello world", {false, true}),
              (std::vector<TokenId>{287, 223, 89, 81, 84, 78, 70}));
+  }
+
+  // safetensors does not align tensor data: a file whose header is one byte longer puts every f32
+  // tensor at an odd address; the loader copies such tensors (reading them in place would be a
+  // misaligned access) and the values are the same.
+  void hf_tensors_at_unaligned_offsets_are_copied() {
+    const fs::path src = lathe::test::fixture_path("model/tiny_llama");
+    const fs::path dst = fs::path(dir_.path().toStdString()) / "tiny_llama_unaligned";
+    fs::create_directories(dst);
+    for (const auto& e : fs::directory_iterator(src))
+      fs::copy_file(e.path(), dst / e.path().filename());
+    std::ifstream in(src / "model.safetensors", std::ios::binary);
+    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                               std::istreambuf_iterator<char>());
+    uint64_t n = 0;
+    std::memcpy(&n, bytes.data(), 8);
+    const std::string header(reinterpret_cast<const char*>(bytes.data()) + 8, n);
+    const std::vector<uint8_t> data(bytes.begin() + 8 + static_cast<int64_t>(n), bytes.end());
+    const std::vector<uint8_t> shifted = lathe::test::safetensors_bytes(header + " ", data);
+    std::ofstream(dst / "model.safetensors", std::ios::binary | std::ios::trunc)
+        .write(reinterpret_cast<const char*>(shifted.data()),
+               static_cast<std::streamsize>(shifted.size()));
+    auto a = load_model(src.string());
+    auto b = load_model(dst.string());
+    LATHE_QVERIFY_RESULT(a);
+    LATHE_QVERIFY_RESULT(b);
+    auto wa = a->weights.get("blk.1.ffn_down", {32, 64});
+    auto wb = b->weights.get("blk.1.ffn_down", {32, 64});
+    LATHE_QVERIFY_RESULT(wb);
+    QCOMPARE(reinterpret_cast<uintptr_t>(wb->data) % 4, uintptr_t{0});
+    QVERIFY(std::memcmp(wa->data, wb->data, static_cast<size_t>(wa->nbytes())) == 0);
   }
 
   void hf_paths_inside_the_folder() {
