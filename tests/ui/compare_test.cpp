@@ -15,6 +15,7 @@
 #include "engine/quant/quantize_model.h"
 #include "test_support.h"
 #include "ui/bridge/compare_task.h"
+#include "ui/bridge/quality_eval.h"
 #include "ui/common/message_banner.h"
 #include "ui/compare/compare_panel.h"
 #include "ui/compare/compare_results.h"
@@ -92,6 +93,24 @@ class CompareTest : public QObject {
     }
     QCOMPARE(vs[0].dtype, QString("q4_1"));
     QCOMPARE(vs[1].dtype, QString("q8_0"));
+    // Quality against the first model on the held-out text (fetched by scripts/fetch-eval-text.sh),
+    // equal to what `lathe eval` computes: Q8_0 of a Q4_1 file stays close to it.
+    if (!m_panel->lastSpec().evalText.isEmpty()) {
+      QVERIFY2(vs[1].quality.measured, qPrintable(vs[1].quality.error));
+      QVERIFY(!vs[0].quality.measured);
+      QVERIFY(vs[1].quality.kldMean >= 0.0 && vs[1].quality.kldMean < 0.05);
+      QVERIFY(vs[1].quality.top1Agreement > 0.8);
+      const QualityReport direct = measureQuality(
+          {m_q8, m_model, m_panel->lastSpec().evalText, m_panel->lastSpec().evalContext,
+           m_panel->lastSpec().evalWindows},
+          [](const lathe::EvalProgress&) {}, nullptr);
+      QCOMPARE(direct.kldMean, vs[1].quality.kldMean);
+      QCOMPARE(direct.top1Agreement, vs[1].quality.top1Agreement);
+      QVERIFY(m_panel->results()
+                  ->data(m_panel->results()->index(1, CompareResultsModel::kQuality))
+                  .toString()
+                  .startsWith("KLD "));
+    }
     QVERIFY(vs[1].weightBytes > vs[0].weightBytes);
     // One series per variant, one point per level, for every metric.
     for (auto metric : {ComparePanel::kOutputThroughput, ComparePanel::kItlP99}) {

@@ -15,6 +15,7 @@
 #include "engine/server/api_server.h"
 #include "ui/bridge/engine_worker.h"
 #include "ui/bridge/model_summary.h"
+#include "ui/bridge/quality_eval.h"
 
 namespace lathe::ui {
 
@@ -59,8 +60,15 @@ void CompareTask::report(const CompareSpec& spec, int variant, double within,
 void CompareTask::run(const CompareSpec& spec, const LoadSettings& settings) {
   lowerCurrentThreadPriority();  // the engine's threads inherit it
   for (int i = 0; i < spec.models.size() && !m_cancel; ++i) {
-    const CompareVariant v = measure(spec, settings, i);
+    CompareVariant v = measure(spec, settings, i);
     if (m_cancel) break;
+    if (i > 0 && !spec.evalText.isEmpty() && v.error.isEmpty()) {
+      report(spec, i, 1.0, tr("quality against %1").arg(QFileInfo(spec.models[0]).fileName()));
+      v.quality = measureQuality(
+          {v.path, spec.models[0], spec.evalText, spec.evalContext, spec.evalWindows},
+          [](const EvalProgress&) {}, &m_cancel);
+      if (m_cancel) break;
+    }
     QMetaObject::invokeMethod(
         this, [this, i, v] { emit variantMeasured(i, v); }, Qt::QueuedConnection);
   }

@@ -14,6 +14,7 @@
 #include "engine/quant/calibration.h"
 #include "engine/quant/quantize_model.h"
 #include "ui/bridge/engine_worker.h"
+#include "ui/bridge/quality_eval.h"
 #include "ui/bridge/quantize_plan.h"
 
 namespace lathe::ui {
@@ -157,16 +158,6 @@ void QuantizeTask::runJob(const QuantizeSpec& spec) {
 }
 
 QualityReport QuantizeTask::measureQuality(const QuantizeSpec& spec) {
-  QualityReport q;
-  q.text = spec.evalText;
-  EvalConfig c;
-  c.model = spec.output.toStdString();
-  c.reference = spec.model.toStdString();
-  c.text_file = spec.evalText.toStdString();
-  c.context = spec.evalContext;
-  c.max_windows = spec.evalWindows;
-  c.device.device = DeviceKind::kCpu;  // beside a model the GPU may hold; the CLI's --device cpu
-  c.device.num_threads = std::max(1, QThread::idealThreadCount() - 1);
   auto onProgress = [this](const EvalProgress& p) {
     QuantizeProgressInfo info = m_lastPosted;
     info.evaluating = true;
@@ -183,23 +174,9 @@ QualityReport QuantizeTask::measureQuality(const QuantizeSpec& spec) {
         },
         Qt::QueuedConnection);
   };
-  auto report = evaluate(c, onProgress, &m_cancel);
-  if (!report.is_ok()) {
-    q.error = QString::fromStdString(report.status().message());
-    return q;
-  }
-  const EvalReport& r = report.value();
-  q.measured = true;
-  q.scoredPositions = r.scored;
-  q.windows = r.windows;
-  q.context = r.context;
-  q.perplexity = r.perplexity;
-  q.referencePerplexity = r.reference_perplexity;
-  q.kldMean = r.kld.mean;
-  q.kldP99 = r.kld.p99;
-  q.top1Agreement = r.top1_agreement;
-  q.seconds = r.seconds;
-  return q;
+  return lathe::ui::measureQuality(
+      {spec.output, spec.model, spec.evalText, spec.evalContext, spec.evalWindows}, onProgress,
+      &m_cancel);
 }
 
 }  // namespace lathe::ui

@@ -130,6 +130,11 @@ struct CompareSpec {
   int latencyIters = 3;     // batch-1 latency iterations (after one warm-up)
   int maxModelLen = 1024;   // engine context per sequence
   int cpuThreads = 0;       // 0: all cores but one
+  // Quality of every variant against the first on this plain-text file (`lathe eval`, on the CPU):
+  // windows of evalContext tokens, at most evalWindows. Empty: no quality columns.
+  QString evalText;
+  int evalContext = 256;
+  int evalWindows = 2;
 };
 
 // One concurrency level of a variant's serving sweep (vLLM benchmark_serving's definitions).
@@ -155,7 +160,8 @@ struct CompareVariant {
   double prefillTokensPerSec = 0.0;  // prompt tokens / median TTFT at batch 1
   double ttftMs = 0.0;               // median TTFT at batch 1
   QVector<ComparePoint> sweep;
-  QString error;  // set when the variant could not be measured
+  QualityReport quality;  // against the first variant (CompareSpec::evalText), not for the first
+  QString error;          // set when the variant could not be measured
 };
 
 struct CompareProgressInfo {

@@ -1,5 +1,7 @@
 #include "ui/compare/compare_panel.h"
 
+#include "ui/bridge/quantize_task.h"
+
 #include <qcustomplot.h>
 
 #include <algorithm>
@@ -292,6 +294,7 @@ bool ComparePanel::run() {
   spec.inputLen = m_inputLen->value();
   spec.outputLen = m_outputLen->value();
   spec.maxModelLen = spec.inputLen + spec.outputLen + 16;
+  spec.evalText = defaultEvalTextPath();  // the quality column: against the first model
   m_spec = spec;
   m_results->clear();
   m_verdict->clear();

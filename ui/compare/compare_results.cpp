@@ -1,5 +1,6 @@
 #include "ui/compare/compare_results.h"
 
+#include <QFileInfo>
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
@@ -78,8 +79,8 @@ QVariant CompareResultsModel::headerData(int section, Qt::Orientation orientatio
       "Prompt tokens / median time to first token, one request at a time.",
       "Median time to first token of one request.",
       "Highest output throughput of the serving sweep, and at which concurrency.",
-      "Perplexity, KL divergence and top-1 agreement against the first model: lathe eval (not "
-      "in this build yet)."};
+      "Mean KL divergence from the first model and top-1 agreement with it on held-out text "
+      "(lathe eval; perplexities in the tooltip)."};
   if (section < 0 || section >= kColumnCount) return {};
   if (role == Qt::DisplayRole) return tr(kNames[section]);
   if (role == Qt::ToolTipRole) return tr(kTips[section]);
@@ -89,6 +90,12 @@ QVariant CompareResultsModel::headerData(int section, Qt::Orientation orientatio
 QVariant CompareResultsModel::data(const QModelIndex& index, int role) const {
   if (!index.isValid()) return {};
   const CompareVariant& v = m_variants[index.row()];
+  if (role == Qt::ToolTipRole && index.column() == kQuality && v.quality.measured)
+    return tr("PPL %1 (first model %2), KLD p99 %3, %4 positions of %5")
+        .arg(num(v.quality.perplexity, 3), num(v.quality.referencePerplexity, 3),
+             num(v.quality.kldP99, 4))
+        .arg(v.quality.scoredPositions)
+        .arg(QFileInfo(v.quality.text).fileName());
   if (role == Qt::ToolTipRole) return v.error.isEmpty() ? v.path : v.error;
   if (role != Qt::DisplayRole && role != Qt::UserRole) return {};
   const bool raw = role == Qt::UserRole;
@@ -119,7 +126,12 @@ QVariant CompareResultsModel::data(const QModelIndex& index, int role) const {
                  : QVariant(
                        tr("%1 @ %2").arg(num(best->outputTokensPerSec, 1)).arg(best->concurrency));
     case kQuality:
-      return raw ? QVariant() : QVariant(index.row() == 0 ? tr("reference") : tr("— (lathe eval)"));
+      if (raw) return v.quality.measured ? QVariant(v.quality.kldMean) : QVariant();
+      if (index.row() == 0) return tr("reference");
+      if (v.quality.measured)
+        return tr("KLD %1, top-1 %2%")
+            .arg(num(v.quality.kldMean, 4), num(100.0 * v.quality.top1Agreement, 1));
+      return v.quality.error.isEmpty() ? tr("—") : tr("— (%1)").arg(v.quality.error);
   }
   return {};
 }
@@ -129,7 +141,8 @@ QByteArray compareToCsv(const QVector<CompareVariant>& variants) {
   lines << QStringLiteral(
       "model,path,storage,weight_bytes,bits_per_weight,kv_cache_bytes,batch1_tokens_per_s,"
       "batch1_latency_ms,prefill_tokens_per_s,ttft_ms,concurrency,completed,failed,"
-      "output_tokens_per_s,requests_per_s,ttft_p50_ms,ttft_p99_ms,itl_p50_ms,itl_p99_ms,error");
+      "output_tokens_per_s,requests_per_s,ttft_p50_ms,ttft_p99_ms,itl_p50_ms,itl_p99_ms,"
+      "kld_mean,top1_agreement,perplexity,error");
   for (const CompareVariant& v : variants) {
     const QString head = QStringList{csvField(v.name),           csvField(v.path),
                                      csvField(v.dtype),          QString::number(v.weightBytes),
@@ -137,7 +150,13 @@ QByteArray compareToCsv(const QVector<CompareVariant>& variants) {
                                      num(v.batch1TokensPerSec),  num(v.batch1LatencyMs),
                                      num(v.prefillTokensPerSec), num(v.ttftMs)}
                              .join(QLatin1Char(','));
-    if (v.sweep.isEmpty()) lines << head + QStringLiteral(",,,,,,,,,,") + csvField(v.error);
+    const QString quality =
+        v.quality.measured ? QStringList{num(v.quality.kldMean, 6), num(v.quality.top1Agreement, 6),
+                                         num(v.quality.perplexity, 4)}
+                                 .join(QLatin1Char(','))
+                           : QStringLiteral(",,");
+    if (v.sweep.isEmpty())
+      lines << head + QStringLiteral(",,,,,,,,,,") + quality + QLatin1Char(',') + csvField(v.error);
     for (const ComparePoint& p : v.sweep)
       lines << head + QLatin1Char(',') +
                    QStringList{QString::number(p.concurrency),
@@ -149,6 +168,7 @@ QByteArray compareToCsv(const QVector<CompareVariant>& variants) {
                                num(p.ttftP99Ms),
                                num(p.itlP50Ms),
                                num(p.itlP99Ms),
+                               quality,
                                csvField(v.error)}
                        .join(QLatin1Char(','));
   }
@@ -177,18 +197,28 @@ QByteArray compareToJson(const CompareSpec& spec, const QVector<CompareVariant>&
                                {"ttft_p99_ms", p.ttftP99Ms},
                                {"itl_p50_ms", p.itlP50Ms},
                                {"itl_p99_ms", p.itlP99Ms}});
-    vs.append(QJsonObject{{"name", v.name},
-                          {"path", v.path},
-                          {"storage", v.dtype},
-                          {"weight_bytes", v.weightBytes},
-                          {"bits_per_weight", v.bitsPerWeight},
-                          {"kv_cache_bytes", v.kvCacheBytes},
-                          {"batch1_tokens_per_s", v.batch1TokensPerSec},
-                          {"batch1_latency_ms", v.batch1LatencyMs},
-                          {"prefill_tokens_per_s", v.prefillTokensPerSec},
-                          {"ttft_ms", v.ttftMs},
-                          {"error", v.error},
-                          {"sweep", sweep}});
+    vs.append(QJsonObject{
+        {"name", v.name},
+        {"path", v.path},
+        {"storage", v.dtype},
+        {"weight_bytes", v.weightBytes},
+        {"bits_per_weight", v.bitsPerWeight},
+        {"kv_cache_bytes", v.kvCacheBytes},
+        {"batch1_tokens_per_s", v.batch1TokensPerSec},
+        {"batch1_latency_ms", v.batch1LatencyMs},
+        {"prefill_tokens_per_s", v.prefillTokensPerSec},
+        {"ttft_ms", v.ttftMs},
+        {"error", v.error},
+        {"quality",
+         v.quality.measured
+             ? QJsonValue(QJsonObject{{"text", v.quality.text},
+                                      {"kld_mean", v.quality.kldMean},
+                                      {"kld_p99", v.quality.kldP99},
+                                      {"top1_agreement", v.quality.top1Agreement},
+                                      {"perplexity", v.quality.perplexity},
+                                      {"reference_perplexity", v.quality.referencePerplexity}})
+             : QJsonValue()},
+        {"sweep", sweep}});
   }
   return QJsonDocument(QJsonObject{{"spec", s}, {"variants", vs}}).toJson(QJsonDocument::Indented);
 }
