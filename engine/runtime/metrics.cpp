@@ -150,6 +150,7 @@ MetricsSnapshot MetricsRegistry::snapshot_locked(Clock::time_point now, uint64_t
   int64_t p1 = 0, p10 = 0, g1 = 0, g10 = 0, busy10 = 0, steps10 = 0;
   const int64_t now_id = bucket_id(now);
   for (const WindowBucket& b : window_) {
+    if (b.id == INT64_MIN) continue;    // never used (now_id - INT64_MIN would overflow)
     const int64_t age = now_id - b.id;  // in buckets; the current one is 0
     if (age < 0 || age >= kLongBuckets) continue;
     p10 += b.prefill_tokens;
