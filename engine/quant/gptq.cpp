@@ -12,7 +12,7 @@ namespace lathe {
 namespace {
 
 constexpr int64_t kRowsPerChunk = 64;  // rows sharing each pass over U (U of a 4864-column
-                                         // matrix is 189 MB: streamed once per chunk)
+                                       // matrix is 189 MB: streamed once per chunk)
 
 // The damped, factorized Hessian: U with (H + damp I)^-1 = U^T U, retrying with more damping.
 struct Factorization {

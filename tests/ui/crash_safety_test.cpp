@@ -75,8 +75,7 @@ KillStats kill_writer_repeatedly(const std::function<void(int)>& write,
 
 // Every kill left an old or new version; with `progress`, later kills found newer versions too.
 void expect_never_torn(const char* writer, const KillStats& s, bool progress) {
-  qInfo("%s: %d kills, %d newer versions found, %d torn", writer, s.kills, s.versions_seen,
-        s.torn);
+  qInfo("%s: %d kills, %d newer versions found, %d torn", writer, s.kills, s.versions_seen, s.torn);
   QCOMPARE(s.torn, 0);
   if (progress) QVERIFY(s.versions_seen > 1);
 }
