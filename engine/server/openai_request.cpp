@@ -1,4 +1,5 @@
 #include "engine/server/openai_request.h"
+#include "engine/server/json_nesting.h"
 
 #include <nlohmann/json.hpp>
 
@@ -670,28 +671,10 @@ MaybeApiError parse_completion(const Fields& f, OpenAiRequest* out) {
 MaybeApiError parse_json_body(const std::string& body, nlohmann::json* out) {
   if (body.empty()) return bad_request("the request body is empty; send a JSON object");
   // Depth is checked before parsing so that absurd nesting costs nothing (and nothing recurses).
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (const char c : body) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-      continue;
-    }
-    if (c == '"')
-      in_string = true;
-    else if (c == '{' || c == '[') {
-      if (++depth > kMaxJsonDepth)
-        return bad_request(
-            strformat("the request body nests deeper than %d levels", kMaxJsonDepth));
-    } else if (c == '}' || c == ']') {
-      --depth;
-    }
-  }
+  JsonNesting nesting;
+  for (const char c : body)
+    if (nesting.feed(c) > kMaxJsonDepth)
+      return bad_request(strformat("the request body nests deeper than %d levels", kMaxJsonDepth));
   try {
     *out = json::parse(body);
   } catch (const json::exception& e) {

@@ -1,4 +1,5 @@
 #include "engine/server/tool_calls.h"
+#include "engine/server/json_nesting.h"
 
 #include <nlohmann/json.hpp>
 
@@ -21,27 +22,9 @@ constexpr const char* kPythonTag = "<|python_tag|>";
 
 // End of the JSON object or array starting at text[pos] ('{' or '['), or npos when unbalanced.
 size_t json_end(const std::string& text, size_t pos) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (size_t i = pos; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '{' || c == '[') {
-      ++depth;
-    } else if (c == '}' || c == ']') {
-      if (--depth == 0) return i + 1;
-    }
-  }
+  JsonNesting nesting;
+  for (size_t i = pos; i < text.size(); ++i)
+    if (nesting.feed(text[i]) == 0) return i + 1;
   return std::string::npos;
 }
 
