@@ -49,12 +49,20 @@ for q in ${LATHE_QUANT_FORMATS:-none fp8 int8 int4}; do
   SUMMARY+=("8B $q: $w")
   while IFS= read -r line; do SUMMARY+=("  $line"); done < <(grep -E '^(batch-1 decode|prefill 2048|decode tok/s)' "$OUT/quant-8b-$q.txt")
   grep -q -i "error\|lathe_cuda_bench:" "$OUT/quant-8b-$q.txt" && SUMMARY+=("  8B $q: $(grep -m2 -i 'error\|lathe_cuda_bench:' "$OUT/quant-8b-$q.txt" | tr '\n' ' ')")
-  # A/B in the same run: the one-row decode kernel instead of the multi-row one.
+  # A/B in the same run: int4 with the row layout's multi-row kernel instead of the tensor-core
+  # tile kernel; fp8/int8 with the one-row decode kernel instead of the multi-row one.
   if [ "$q" != none ] && [ -n "${LATHE_QUANT_AB:-1}" ] && [ "$(left)" -gt 60 ]; then
-    LATHE_CUDA_QUANT_ROWS=0 timeout 90 "$BIN/lathe_cuda_bench" \
+    if [ "$q" = int4 ]; then ab=LATHE_CUDA_INT4_TILES; else ab=LATHE_CUDA_QUANT_ROWS; fi
+    env "$ab=0" timeout 90 "$BIN/lathe_cuda_bench" \
       --model benchmarks/configs/llama-3.1-8b --copy-gbps "${COPY:-0}" --gemm-tflops "${GEMM:-0}" \
-      "${args[@]}" --decode 1,8 --skip prefill,profile,throughput > "$OUT/quant-8b-$q-one-row.txt" 2>&1
-    while IFS= read -r line; do SUMMARY+=("  one-row kernel (LATHE_CUDA_QUANT_ROWS=0): $line"); done < <(grep -E '^(batch-1 decode|decode tok/s)' "$OUT/quant-8b-$q-one-row.txt")
+      "${args[@]}" --decode 1,8 --skip prefill,profile,throughput > "$OUT/quant-8b-$q-ab.txt" 2>&1
+    while IFS= read -r line; do SUMMARY+=("  previous kernel ($ab=0): $line"); done < <(grep -E '^(batch-1 decode|decode tok/s)' "$OUT/quant-8b-$q-ab.txt")
+    if [ "$q" = int4 ]; then  # the tile kernel's other k split
+      LATHE_CUDA_INT4_TILE_WARPS=8 timeout 90 "$BIN/lathe_cuda_bench" \
+        --model benchmarks/configs/llama-3.1-8b --copy-gbps "${COPY:-0}" --gemm-tflops "${GEMM:-0}" \
+        "${args[@]}" --decode 1,8 --skip prefill,profile,throughput > "$OUT/quant-8b-$q-warps8.txt" 2>&1
+      while IFS= read -r line; do SUMMARY+=("  8 warps per tile (LATHE_CUDA_INT4_TILE_WARPS=8): $line"); done < <(grep -E '^(batch-1 decode|decode tok/s)' "$OUT/quant-8b-$q-warps8.txt")
+    fi
   fi
 done
 

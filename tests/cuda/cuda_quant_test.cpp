@@ -5,11 +5,13 @@
 // dequantize-then-GEMM path, also in slabs), with odd output counts.
 #include <QtTest>
 
+#include <algorithm>
 #include <random>
 
 #include "cuda_test_util.h"
 #include "engine/backend/cpu/cpu_ops.h"
 #include "engine/backend/cuda/gemm.h"
+#include "engine/backend/cuda/int4_tiles.h"
 #include "engine/backend/cuda/linear.h"
 #include "engine/backend/cuda/quant_linear.h"
 #include "engine/core/thread_pool.h"
@@ -49,8 +51,9 @@ HostPart gguf_part(DType type, int64_t n, int64_t k, uint32_t seed) {
 }
 
 // Integer codes in Lathe's row layout (quant_linear.h), random scales and zero points.
+// tiles: 4-bit codes in the tensor-core tile layout (int4_tiles.h) instead.
 HostPart int_part(int bits, int64_t n, int64_t k, int group, bool zeros, bool act_order,
-                  uint32_t seed) {
+                  uint32_t seed, bool tiles = false) {
   std::mt19937 rng(seed);
   HostPart h;
   const int per = 32 / bits;
@@ -71,7 +74,12 @@ HostPart int_part(int bits, int64_t n, int64_t k, int group, bool zeros, bool ac
   for (int64_t r = 0; r < n; ++r)
     for (int64_t j = 0; j < k; ++j) {
       const uint32_t q = static_cast<uint32_t>(code(rng));
-      words[static_cast<size_t>((r * k + j) / per)] |= q << ((j % per) * bits);
+      if (tiles) {
+        const cuda::Int4TileAt at = cuda::int4_tile_at(r, j, k);
+        words[static_cast<size_t>(at.word)] |= q << (4 * at.nibble);
+      } else {
+        words[static_cast<size_t>((r * k + j) / per)] |= q << ((j % per) * bits);
+      }
       const size_t g = static_cast<size_t>(r * groups + g_idx[static_cast<size_t>(j)]);
       h.dense[static_cast<size_t>(r * k + j)] =
           f16_to_f32(scales[g]) * (static_cast<float>(q) - static_cast<float>(zp[g]));
@@ -90,6 +98,7 @@ HostPart int_part(int bits, int64_t n, int64_t k, int group, bool zeros, bool ac
   p.g_idx = act_order ? h.buffers[3].as<int32_t>() : nullptr;
   p.n = n;
   p.k = k;
+  p.int4_tiles = tiles;
   return h;
 }
 
@@ -208,6 +217,83 @@ class CudaQuantTest : public QObject {
       expect_linear({&h}, m, 45, m <= cuda::kQuantGemvMaxM ? 2e-3 : 1e-2, QTest::currentDataTag());
       if (QTest::currentTestFailed()) return;
     }
+  }
+
+  // The tensor-core tile layout (int4_tiles.h): the tile kernel at batch <= 8
+  // (quant_gemv_tiles.cuh) and, on the same codes, the one-row kernel (the A/B switch) and the
+  // dequantize path (batch > 8).
+  void int4_tiles_match_cpu_data() {
+    QTest::addColumn<int>("group");
+    QTest::addColumn<bool>("zeros");
+    QTest::addColumn<int>("k");
+    QTest::addColumn<bool>("one_row");
+    QTest::addColumn<int>("warps");  // the tile kernel's k split (QuantPart::int4_tile_warps)
+    QTest::newRow("g128 sym") << 128 << false << 512 << false << 4;
+    QTest::newRow("g128 asym") << 128 << true << 512 << false << 4;
+    QTest::newRow("g128 asym, 8 warps") << 128 << true << 512 << false << 8;
+    QTest::newRow("g64 asym, k 448 (chunks not a multiple of the warps)")
+        << 64 << true << 448 << false << 4;
+    QTest::newRow("g64 asym, k 448, 8 warps") << 64 << true << 448 << false << 8;
+    QTest::newRow("per-channel asym") << 512 << true << 512 << false << 4;
+    QTest::newRow("g64 sym, one chunk") << 64 << false << 64 << false << 4;
+    QTest::newRow("g64 sym, k 2048 (more chunks than stages)") << 64 << false << 2048 << false << 4;
+    QTest::newRow("g128 asym one-row") << 128 << true << 512 << true << 4;
+  }
+  void int4_tiles_match_cpu() {
+    LATHE_REQUIRE_GPU();
+    QFETCH(int, group);
+    QFETCH(bool, zeros);
+    QFETCH(int, k);
+    QFETCH(bool, one_row);
+    QFETCH(int, warps);
+    HostPart h = int_part(4, 48, k, group, zeros, false, 13, /*tiles=*/true);
+    h.part.one_row_gemv = one_row;
+    h.part.int4_tile_warps = warps;
+    for (int64_t m :
+         {int64_t{1}, int64_t{3}, int64_t{5}, int64_t{7}, int64_t{8}, int64_t{16}, int64_t{64}}) {
+      expect_linear({&h}, m, 48, m <= cuda::kQuantGemvMaxM ? 2e-3 : 1e-2, QTest::currentDataTag());
+      if (QTest::currentTestFailed()) return;
+    }
+    // Two tiled parts after a row-layout one (row offsets), in slabs of 20 rows.
+    HostPart a = int_part(4, 45, k, group, zeros, false, 14);
+    HostPart b = int_part(4, 32, k, group, zeros, false, 15, true);
+    for (int64_t m : {int64_t{1}, int64_t{8}, int64_t{64}})
+      expect_linear({&a, &h, &b}, m, 20, m <= cuda::kQuantGemvMaxM ? 2e-3 : 1e-2, "row|tile|tile");
+  }
+
+  // The layout is a permutation of the codes of whole 512-byte chunks; shapes that do not fit are
+  // refused (host checks: no GPU needed).
+  void int4_tile_layout_is_a_permutation() {
+    const int64_t n = 32, k = 192;
+    std::vector<int> seen(static_cast<size_t>(n * k), 0);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t j = 0; j < k; ++j) {
+        const cuda::Int4TileAt at = cuda::int4_tile_at(r, j, k);
+        QVERIFY(at.word >= 0 && at.word < n * k / 8 && at.nibble >= 0 && at.nibble < 8);
+        // Tile r / 16, chunk j / 64 own the 128 words of their 512 bytes.
+        QCOMPARE(at.word / 128, (r / 16) * (k / 64) + j / 64);
+        ++seen[static_cast<size_t>(at.word * 8 + at.nibble)];
+      }
+    QVERIFY(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }));
+    QVERIFY(cuda::int4_tiles_fit(4096, 4096, 128, false));
+    QVERIFY(cuda::int4_tiles_fit(4096, 4096, 4096, false));
+    QVERIFY(!cuda::int4_tiles_fit(4096, 4096, 128, true));  // act-order
+    QVERIFY(!cuda::int4_tiles_fit(4096, 4096, 32, false));  // a chunk would span two groups
+    QVERIFY(!cuda::int4_tiles_fit(4104, 4096, 128, false));
+    QVERIFY(!cuda::int4_tiles_fit(4096, 4064, 32, false));
+    cuda::QuantPart p;
+    p.format = WeightFormat::kInt;
+    p.bits = 4;
+    p.group_size = 32;
+    p.n = 48, p.k = 512;
+    p.data = &p;
+    p.scales = &p;
+    p.int4_tiles = true;
+    std::string why;
+    QVERIFY(!cuda::quant_part_supported(p, &why));
+    QVERIFY2(why.find("tile layout") != std::string::npos, why.c_str());
+    p.group_size = 128;
+    QVERIFY2(cuda::quant_part_supported(p, &why), why.c_str());
   }
 
   void fp8_matches_cpu_data() {

@@ -22,7 +22,9 @@ const char* const kNames[] = {"LATHE_CUDA_ATTENTION",
                               "LATHE_CUDA_GEMV_EPILOGUES",
                               "LATHE_CUDA_PDL",
                               "LATHE_CUDA_NATIVE_FORMATS",
-                              "LATHE_CUDA_QUANT_ROWS"};
+                              "LATHE_CUDA_QUANT_ROWS",
+                              "LATHE_CUDA_INT4_TILES",
+                              "LATHE_CUDA_INT4_TILE_WARPS"};
 
 void clear_env() {
   for (const char* n : kNames) qunsetenv(n);
@@ -42,7 +44,7 @@ class CudaSwitchesTest : public QObject {
     QVERIFY(warnings.empty());
     QCOMPARE(s.describe(), std::string("defaults"));
     QVERIFY(s.decode_attention && s.gemv_epilogues && s.pdl && s.fused_rope && s.native_formats &&
-            s.quant_rows);
+            s.quant_rows && s.int4_tiles);
     QCOMPARE(s.fused, FusedDecodeMode::kAuto);
     QCOMPARE(s.lookahead_max_seqs, -1);
   }
@@ -60,12 +62,16 @@ class CudaSwitchesTest : public QObject {
     qputenv("LATHE_CUDA_PDL", "0");
     qputenv("LATHE_CUDA_NATIVE_FORMATS", "0");
     qputenv("LATHE_CUDA_QUANT_ROWS", "0");
+    qputenv("LATHE_CUDA_INT4_TILES", "0");
+    qputenv("LATHE_CUDA_INT4_TILE_WARPS", "8");
     std::vector<std::string> warnings;
     const CudaSwitches s = cuda_switches_from_environment(&warnings);
     QVERIFY(warnings.empty());
     QVERIFY(s.own_prefill_attention && !s.decode_attention && !s.fused_rope && !s.gemv_epilogues &&
-            !s.pdl && !s.native_formats && !s.quant_rows);
+            !s.pdl && !s.native_formats && !s.quant_rows && !s.int4_tiles);
     QVERIFY(s.describe().find("quant_rows=0") != std::string::npos);
+    QVERIFY(s.describe().find("int4_tiles=0") != std::string::npos);
+    QCOMPARE(s.int4_tile_warps, 8);
     QCOMPARE(s.decode_split_tokens, 64);
     QCOMPARE(s.decode_split_blocks_per_sm, 2);
     QCOMPARE(s.decode_cluster, 0);
@@ -94,6 +100,12 @@ class CudaSwitchesTest : public QObject {
     warnings.clear();
     QCOMPARE(cuda_switches_from_environment(&warnings).lookahead_max_seqs, -1);
     QCOMPARE(static_cast<int>(warnings.size()), 1);
+    clear_env();
+    qputenv("LATHE_CUDA_INT4_TILE_WARPS", "6");
+    warnings.clear();
+    QCOMPARE(cuda_switches_from_environment(&warnings).int4_tile_warps, 4);
+    QCOMPARE(static_cast<int>(warnings.size()), 1);
+    QVERIFY2(warnings[0].find("4 or 8") != std::string::npos, warnings[0].c_str());
   }
 };
 

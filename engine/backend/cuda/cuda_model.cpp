@@ -91,7 +91,7 @@ Status CudaModel::init(const LoadedModel& model) {
   const auto t0 = std::chrono::steady_clock::now();
   LATHE_ASSIGN_OR_RETURN(
       weights_, upload_weights(model, options_.dtype, options_.dummy_seed, options_.parallel,
-                               sw.native_formats, ctx_->stream()));
+                               sw.native_formats, sw.int4_tiles, ctx_->stream()));
   // FP8 weights are decoded to the activation dtype inside the products (W8A16) on every GPU for
   // now: said once in words, as users of other engines are caught out by a silent downgrade.
   bool has_fp8 = false;
@@ -103,6 +103,9 @@ Status CudaModel::init(const LoadedModel& model) {
         strformat("CUDA: FP8 weights run as W8A16 on %s: decoded to %s in the matrix products, "
                   "activations not quantized (FP8 tensor-core products are not implemented yet)",
                   props().name.c_str(), std::string(dtype_name(options_.dtype)).c_str()));
+  for (DeviceLayer& l : weights_.layers)
+    for (DeviceLinear* d : {&l.qkv, &l.o, &l.gate_up, &l.down})
+      for (QuantPart& q : d->parts) q.int4_tile_warps = sw.int4_tile_warps;
   if (!sw.quant_rows) {
     for (DeviceLayer& l : weights_.layers)
       for (DeviceLinear* d : {&l.qkv, &l.o, &l.gate_up, &l.down})

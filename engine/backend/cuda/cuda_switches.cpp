@@ -47,6 +47,8 @@ std::string CudaSwitches::describe() const {
   add(pdl != d.pdl, "pdl=0");
   add(native_formats != d.native_formats, "native_formats=0");
   add(quant_rows != d.quant_rows, "quant_rows=0");
+  add(int4_tiles != d.int4_tiles, "int4_tiles=0");
+  add(int4_tile_warps != d.int4_tile_warps, "int4_tile_warps=" + std::to_string(int4_tile_warps));
   return s.empty() ? std::string("defaults") : s;
 }
 
@@ -97,6 +99,14 @@ CudaSwitches cuda_switches_from_environment(std::vector<std::string>* warnings) 
   if (const char* v = env("LATHE_CUDA_PDL")) s.pdl = !is(v, "0");
   if (const char* v = env("LATHE_CUDA_NATIVE_FORMATS")) s.native_formats = !is(v, "0");
   if (const char* v = env("LATHE_CUDA_QUANT_ROWS")) s.quant_rows = !is(v, "0");
+  if (const char* v = env("LATHE_CUDA_INT4_TILES")) s.int4_tiles = !is(v, "0");
+  if (const char* v = env("LATHE_CUDA_INT4_TILE_WARPS")) {
+    if (is(v, "4") || is(v, "8"))
+      s.int4_tile_warps = std::atoi(v);
+    else if (warnings != nullptr)
+      warnings->push_back(std::string("LATHE_CUDA_INT4_TILE_WARPS=") + v +
+                          " ignored (4 or 8 warps)");
+  }
   return s;
 }
 

@@ -35,6 +35,10 @@ struct CudaSwitches {
   // LATHE_CUDA_QUANT_ROWS=0: decode products of integer and FP8 parts by the one-row kernel instead
   // of the multi-row one (quant_gemv_rows.cuh), for A/B runs.
   bool quant_rows = true;
+  // LATHE_CUDA_INT4_TILES=0: 4-bit codes uploaded in the row layout (the multi-row kernel) instead
+  // of the tensor-core tile layout (quant_gemv_tiles.cuh), for A/B runs.
+  bool int4_tiles = true;
+  int32_t int4_tile_warps = 4;  // LATHE_CUDA_INT4_TILE_WARPS (4 or 8): the tile kernel's k split
 
   // "fused=0 lookahead=0" for the switches that differ from the defaults; "defaults" when none.
   std::string describe() const;

@@ -114,7 +114,7 @@ bool has_no_gguf_kernel(const WeightMatrix& m) {
 }
 
 // The device description of a stored part at `data`.
-QuantPart part_of(const WeightMatrix& m, uint8_t* data, int64_t row_offset) {
+QuantPart part_of(const WeightMatrix& m, uint8_t* data, int64_t row_offset, bool int4_tiles) {
   QuantPart q;
   q.format = m.format;
   q.gguf_type = m.dtype;
@@ -123,7 +123,7 @@ QuantPart part_of(const WeightMatrix& m, uint8_t* data, int64_t row_offset) {
   q.k = m.k;
   q.row_offset = row_offset;
   if (m.format == WeightFormat::kInt || m.format == WeightFormat::kFp8) {
-    const RepackShape s = repack_shape(m).value();  // checked when the layout was planned
+    const RepackShape s = repack_shape(m, int4_tiles).value();  // checked when planned
     q.bits = s.bits;
     q.group_size = s.group_size;
     q.scales = data + s.scales_at();
@@ -131,6 +131,7 @@ QuantPart part_of(const WeightMatrix& m, uint8_t* data, int64_t row_offset) {
     q.zeros = s.has_zeros ? data + s.zeros_at() : nullptr;
     q.g_idx = s.has_g_idx ? reinterpret_cast<const int32_t*>(data + s.g_idx_at()) : nullptr;
     q.fp8_scale = s.fp8_scale;
+    q.int4_tiles = s.int4_tiles;
   }
   return q;
 }
@@ -139,7 +140,7 @@ QuantPart part_of(const WeightMatrix& m, uint8_t* data, int64_t row_offset) {
 
 Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint64_t dummy_seed,
                                      const ParallelConfig& parallel, bool native_formats,
-                                     cudaStream_t stream) {
+                                     bool int4_tiles, cudaStream_t stream) {
   if (!is_act_dtype(dtype)) return invalid_argument("the CUDA backend computes in bf16 or f16");
   LATHE_RETURN_IF_ERROR(require_single_rank(parallel, "the CUDA backend"));
   const ModelConfig& c = model.config;
@@ -263,7 +264,7 @@ Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint
     for (size_t i = 0; i < g->parts.size(); ++i) {
       const WeightMatrix& m = g->parts[i];
       if (l.format == WeightFormat::kDense) l.format = m.format;
-      l.parts.push_back(part_of(m, at(pp.part_offsets[i]), row));
+      l.parts.push_back(part_of(m, at(pp.part_offsets[i]), row, int4_tiles));
       std::string why;
       if (!quant_part_supported(l.parts.back(), &why)) return unsupported(m.name + ": " + why);
       row += m.n;
@@ -328,7 +329,7 @@ Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint
       for (const auto& [dl, g] : {std::pair{&d.qkv, &l.qkv}, std::pair{&d.o, &l.o},
                                   std::pair{&d.gate_up, &l.gate_up}, std::pair{&d.down, &l.down}})
         for (size_t j = 0; j < dl->parts.size(); ++j) {
-          LATHE_ASSIGN_OR_RETURN(const RepackShape s, repack_shape(g->parts[j]));
+          LATHE_ASSIGN_OR_RETURN(const RepackShape s, repack_shape(g->parts[j], int4_tiles));
           LATHE_RETURN_IF_ERROR(fill_dummy_quant_part(dl->parts[j], s, dummy_seed, sid++, stream));
         }
     }
@@ -370,7 +371,7 @@ Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint
           LATHE_RETURN_IF_ERROR(up.upload_raw(m.name, m.data.data, m.data.nbytes(), dst));
         } else {
           // Integer codes and FP8: repacked on the host into the kernels' layout.
-          LATHE_ASSIGN_OR_RETURN(const RepackShape s, repack_shape(m));
+          LATHE_ASSIGN_OR_RETURN(const RepackShape s, repack_shape(m, int4_tiles));
           const RepackedPart r = repack(m, s);
           uint8_t* d = static_cast<uint8_t*>(dst);
           LATHE_RETURN_IF_ERROR(up.upload_raw(m.name, r.data.data(), s.data_bytes, d));

@@ -80,9 +80,10 @@ struct DeviceWeights {
 
 // `dummy_seed` is used for ModelFormat::kDummy only. World size 1 only (parallel). native_formats:
 // projections with a quantized part keep their stored formats (else every projection is uploaded
-// dense, GGUF blocks dequantized). Synchronizes `stream` before returning.
+// dense, GGUF blocks dequantized). int4_tiles: 4-bit codes in the tensor-core tile layout where
+// they fit (int4_tiles.h; else the row layout). Synchronizes `stream` before returning.
 Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint64_t dummy_seed,
                                      const ParallelConfig& parallel, bool native_formats,
-                                     cudaStream_t stream);
+                                     bool int4_tiles, cudaStream_t stream);
 
 }  // namespace lathe::cuda

@@ -200,6 +200,26 @@ __device__ __forceinline__ V block_sum(V v, V* scratch) {
 }  // namespace lathe::cuda
 
 // Runs the body with `T` bound to the device type of `dtype` (bf16 or f16).
+// The shared-memory address of a generic pointer into shared memory.
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared, asynchronously (sm_80+); src_bytes 0 writes zeros (rows past the end
+// of a range). A thread's copies complete in commit-group order: cp_async_wait<N>() returns when at
+// most N of its groups are pending, and then its own copies are visible to it.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem),
+               "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
 #define LATHE_DISPATCH_ACT(dtype, T, ...)   \
   do {                                      \
     if ((dtype) == ::lathe::DType::kBF16) { \

@@ -28,18 +28,6 @@ int64_t smem_bytes(int64_t head_dim, int64_t group) {
          group * 4 + group * 2 * 4;
 }
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
 struct QueryRange {
   int32_t seq;
   int32_t kv_len;  // positions [lo, kv_len) are attended
@@ -125,8 +113,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(PagedAttentionArgs 
         const int64_t src =
             ((page * a.block_size + pos % a.block_size) * a.num_kv_heads + kvh) * d + c * 8;
         const int64_t dst = (static_cast<int64_t>(stage) * kTile + p) * row + c * 8;
-        cp_async16(ks + dst, kc + src);
-        cp_async16(vs + dst, vc + src);
+        cp_async16(ks + dst, kc + src, 16);
+        cp_async16(vs + dst, vc + src, 16);
       }
     }
   };

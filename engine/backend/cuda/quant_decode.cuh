@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "engine/backend/cuda/int4_tiles.h"
 #include "engine/backend/cuda/kernel_utils.cuh"
 #include "engine/backend/cuda/quant_dispatch.h"
 #include "engine/backend/cuda/quant_linear.h"
@@ -176,7 +177,28 @@ __device__ __forceinline__ void decode_chunk(const QuantPart& p, int64_t row, in
     };
     const uint8_t* zeros = p.zeros != nullptr ? p.zeros + row * groups : nullptr;
     constexpr float kMid = static_cast<float>(1 << (kBits - 1));
-    if (p.g_idx == nullptr) {
+    if (kBits == 4 && p.int4_tiles) {
+      // int4_tiles.h: chunk c is half h of the 64-input chunk c / 2; its inputs 16 i + 4 kb + e
+      // (i = 0, 1) are in lanes 4 (row % 8) + 2 h + i of the chunk, word kb, nibble
+      // upper + 2 (e / 2) + 4 (e % 2): two adjacent 16-byte groups.
+      const int h = static_cast<int>(c % 2);
+      const uint4* at = static_cast<const uint4*>(p.data) +
+                        ((row / kInt4TileRows) * (p.k / kInt4TileK) + c / 2) * 32 + 4 * (row % 8) +
+                        2 * h;
+      const uint4 lo = at[0], hi = at[1];
+      const uint32_t ws[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+      const int upper = static_cast<int>((row % 16) / 8);
+      const int64_t g = c * 32 / p.group_size;
+      const float s = scale(g);
+      const float z = zeros != nullptr ? static_cast<float>(zeros[g]) : kMid;
+#pragma unroll
+      for (int i = 0; i < 32; ++i) {
+        const int e = i % 4;
+        const uint32_t word = ws[(i / 16) * 4 + (i % 16) / 4];
+        const int nib = upper + 2 * (e / 2) + 4 * (e % 2);
+        w[i] = s * (static_cast<float>((word >> (4 * nib)) & 15u) - z);
+      }
+    } else if (p.g_idx == nullptr) {
       const int64_t g = c * 32 / p.group_size;
       const float s = scale(g);
       const float z = zeros != nullptr ? static_cast<float>(zeros[g]) : kMid;

@@ -184,7 +184,7 @@ __global__ void __launch_bounds__(kRowsWarps * 32)
 // Whether the rows kernel takes part p (else the one-row kernel of quant_kernels.cuh).
 template <int K>
 bool rows_kernel_takes(const QuantPart& p) {
-  return (K == kInt4 || K == kInt8 || K == kFp8) && p.g_idx == nullptr &&
+  return (K == kInt4 || K == kInt8 || K == kFp8) && p.g_idx == nullptr && !p.int4_tiles &&
          p.k % step_weights<K>() == 0;
 }
 

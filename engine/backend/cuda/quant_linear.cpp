@@ -1,6 +1,7 @@
 #include "engine/backend/cuda/quant_linear.h"
 
 #include "engine/backend/cuda/cuda_common.h"
+#include "engine/backend/cuda/int4_tiles.h"
 #include "engine/backend/cuda/quant_dispatch.h"
 #include "engine/core/strings.h"
 
@@ -98,6 +99,11 @@ bool quant_part_supported(const QuantPart& p, std::string* why) {
         strformat("integer weights need a group size that is a multiple of 32 dividing %lld "
                   "(got %d) and scales",
                   static_cast<long long>(p.k), p.group_size));
+  if (p.int4_tiles && (p.format != WeightFormat::kInt || p.bits != 4 ||
+                       !int4_tiles_fit(p.n, p.k, p.group_size, p.g_idx != nullptr)))
+    return no(
+        "the 4-bit tile layout needs 16-row tiles, 64-input chunks, groups of a multiple of 64 "
+        "and no act-order");
   if (p.format == WeightFormat::kFp8 && p.scales == nullptr) return no("FP8 weights need scales");
   if (p.data == nullptr || p.n <= 0) return no("the part holds no rows");
   return true;

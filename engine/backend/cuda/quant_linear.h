@@ -17,6 +17,7 @@
 // or f32 (the checkpoint's f16 kept, others widened to f32, so that no scale is rounded);
 // zero points [n, k / group_size] u8 (null: 2^(bits - 1), symmetric); g_idx [k] i32 (act-order:
 // the group of input j; null: j / group_size). group_size is a multiple of 32 (per channel: k).
+// 4-bit codes may instead be in the tensor-core tile layout (int4_tiles.h, QuantPart::int4_tiles).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -49,6 +50,10 @@ struct QuantPart {
   ScaleGranularity fp8_scale = ScaleGranularity::kTensor;  // kFp8: kTensor [1], kChannel [n],
                                                            // kBlock [ceil(n/128), ceil(k/128)]
   bool one_row_gemv = false;  // the one-row decode kernel even where the multi-row one applies
+  // kInt 4-bit: codes in the tensor-core tile layout of int4_tiles.h instead of the row layout
+  // (set by the upload where int4_tiles_fit); the decode products then run on tensor cores.
+  bool int4_tiles = false;
+  int32_t int4_tile_warps = 4;  // warps per block of the tile kernel (its k split): 4, or 8 (A/B)
   // Bytes of this part on the device (data and its scales, zero points, g_idx).
   int64_t bytes() const;
 };

@@ -1,6 +1,7 @@
 // The quantized linear kernels for integer codes, FP8 and dense rows (quant_linear.h).
 #include "engine/backend/cuda/quant_dispatch.h"
 #include "engine/backend/cuda/quant_gemv_rows.cuh"
+#include "engine/backend/cuda/quant_gemv_tiles.cuh"
 #include "engine/backend/cuda/quant_kernels.cuh"
 
 namespace lathe::cuda::quant {
@@ -9,6 +10,8 @@ cudaError_t gemv_other(int kind, const QuantPart& p, DType act, const void* x, D
                        void* y, int64_t ldy, int64_t m, cudaStream_t stream) {
   switch (kind) {
     case kInt4:
+      if (!p.one_row_gemv && tiles_kernel_takes(p))
+        return launch_gemv_tiles(p, act, x, out_dtype, y, ldy, m, stream);
       if (!p.one_row_gemv && rows_kernel_takes<kInt4>(p))
         return launch_gemv_rows<kInt4>(p, act, x, out_dtype, y, ldy, m, stream);
       return launch_gemv<kInt4>(p, act, x, out_dtype, y, ldy, m, stream);

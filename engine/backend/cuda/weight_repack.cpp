@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "engine/backend/cuda/int4_tiles.h"
 #include "engine/core/half.h"
 #include "engine/core/strings.h"
 #include "engine/core/thread_pool.h"
@@ -74,7 +75,7 @@ int64_t RepackShape::bytes() const {
   return g_idx_at() + aligned(g_idx_bytes);
 }
 
-Result<RepackShape> repack_shape(const WeightMatrix& m) {
+Result<RepackShape> repack_shape(const WeightMatrix& m, bool int4_tiles) {
   RepackShape s;
   const WeightQuant& q = m.quant;
   if (m.k % 32 != 0)
@@ -124,6 +125,7 @@ Result<RepackShape> repack_shape(const WeightMatrix& m) {
   s.zero_bytes = s.has_zeros ? m.n * groups : 0;
   s.has_g_idx = present(q.g_idx);
   s.g_idx_bytes = s.has_g_idx ? 4 * m.k : 0;
+  s.int4_tiles = int4_tiles && s.bits == 4 && int4_tiles_fit(m.n, m.k, s.group_size, s.has_g_idx);
   return s;
 }
 
@@ -147,8 +149,10 @@ RepackedPart repack(const WeightMatrix& m, const RepackShape& s) {
     std::memcpy(out.g_idx.data(), q.g_idx.bytes(), static_cast<size_t>(s.g_idx_bytes));
   const int in_per = 32 / (q.layout == IntLayout::kInt8Rows ? 8 : q.bits);
   uint32_t* words = reinterpret_cast<uint32_t*>(out.data.data());
-  ThreadPool::global().parallel_for(n, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
+  // Whole tiles per task in the tile layout (a word holds codes of rows g and g + 8).
+  const int64_t unit = s.int4_tiles ? kInt4TileRows : 1;
+  ThreadPool::global().parallel_for(n / unit, [&](int64_t u0, int64_t u1) {
+    for (int64_t r = u0 * unit; r < u1 * unit; ++r) {
       // Codes, unsigned along k.
       for (int64_t j = 0; j < k; ++j) {
         uint32_t code = 0;
@@ -169,7 +173,12 @@ RepackedPart repack(const WeightMatrix& m, const RepackShape& s) {
                 static_cast<uint32_t>(static_cast<int32_t>(m.data.as<int8_t>()[r * k + j]) + 128);
             break;
         }
-        words[(r * k + j) / per] |= code << (b * (j % per));
+        if (s.int4_tiles) {
+          const Int4TileAt at = int4_tile_at(r, j, k);
+          words[at.word] |= code << (4 * at.nibble);
+        } else {
+          words[(r * k + j) / per] |= code << (b * (j % per));
+        }
       }
       for (int64_t g = 0; g < groups; ++g) {
         const int64_t si = scale_index(m, r, g, groups);

@@ -24,6 +24,7 @@ struct RepackShape {
   int32_t bits = 0, group_size = 0;
   DType scale_dtype = DType::kF32;
   bool has_zeros = false, has_g_idx = false;
+  bool int4_tiles = false;  // 4-bit codes in the tensor-core tile layout (int4_tiles.h)
   ScaleGranularity fp8_scale = ScaleGranularity::kTensor;
 
   // Offsets of the pieces from the part's start, and the part's device bytes.
@@ -33,8 +34,9 @@ struct RepackShape {
   int64_t bytes() const;
 };
 // Fails (naming the tensor) for what the kernels cannot take: a group size that is not a multiple
-// of 32, an FP8 block other than 128 x 128, k not a multiple of 32.
-Result<RepackShape> repack_shape(const WeightMatrix& m);
+// of 32, an FP8 block other than 128 x 128, k not a multiple of 32. 4-bit codes take the tile
+// layout where int4_tiles_fit and `int4_tiles` (CudaSwitches::int4_tiles) allows it.
+Result<RepackShape> repack_shape(const WeightMatrix& m, bool int4_tiles = true);
 
 // The repacked host bytes, in the order data | scales | zeros | g_idx of `shape`.
 struct RepackedPart {
