@@ -322,6 +322,7 @@ class CompareTest : public QObject {
     QCOMPARE(panel.plot()->graphCount(), 3);
     QCOMPARE(panel.plot()->graph(1)->data()->size(), 3);
     QCOMPARE(panel.plot()->graph(1)->data()->at(2)->value, 2000.0);
+    QCOMPARE(panel.plot()->legend->itemCount(), 2);  // the variant that failed has no points
     // A value that is not finite is written as null and read as NaN.
     CompareRun odd = run;
     odd.variants[0].sweep[0].itlP99Ms = std::nan("");
@@ -475,7 +476,9 @@ class CompareTest : public QObject {
              qPrintable(md));
     QVERIFY(md.contains("| 250.1 |"));
     QVERIFY(md.contains("| 0.0020 | 0.0125 | 98.4% | 11.313 (first: 11.250) |"));
-    QVERIFY(md.contains("- broken.gguf: cannot load: bad magic"));
+    QVERIFY(
+        md.contains("- broken.gguf: cannot load: bad magic\n"
+                    "- broken.gguf, quality: not measured: the model did not load\n"));
     // The sweep: every variant × level.
     QVERIFY(md.contains(
         "| smol\\_q4.gguf | 16 | 32 | 0 | 2500.0 | 40.13 | 30.5 | 61.0 | 6.00 | 9.75 |"));
@@ -491,7 +494,7 @@ class CompareTest : public QObject {
       QVERIFY(md.contains(QString("![%1](%2)").arg(compareMetricTitle(c.metric), c.fileName)));
       QImage image;
       QVERIFY2(image.load(dir.filePath(c.fileName), "PNG"), qPrintable(c.fileName));
-      QCOMPARE(image.size(), panel.plot()->size());
+      QCOMPARE(image.size(), kCompareReportChartSize);
       QVERIFY(colorCount(image) > 20);
     }
     QCOMPARE(dir.entryList({"*.png"}, QDir::Files).size(), kCompareMetricCount);

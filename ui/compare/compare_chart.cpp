@@ -84,6 +84,7 @@ void plotCompareMetric(QCustomPlot* plot, const QVector<int>& levels,
     const QColor color = kSeriesColors[i % std::size(kSeriesColors)];
     g->setPen(QPen(color, 2));
     g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, color, color, 6));
+    if (variants[i].sweep.isEmpty()) g->removeFromLegend();  // nothing drawn: not listed
     for (const ComparePoint& p : variants[i].sweep) {
       const double y = compareMetricOf(p, metric);
       g->addData(p.concurrency, y);

@@ -23,8 +23,9 @@ double compareMetricOf(const ComparePoint& point, CompareMetric metric);
 
 // Axes, legend and ticker of an empty comparison chart (log x axis with a tick at each level).
 void setupComparePlot(QCustomPlot* plot);
-// Replaces the plot's series with one per variant (colors by position) and replots. Ticks at
-// `levels`; the y axis from 0 to 110% of the largest value.
+// Replaces the plot's series with one per variant (colors by position; a variant without sweep
+// points has an empty series that the legend leaves out) and replots. Ticks at `levels`; the y
+// axis from 0 to 110% of the largest value.
 void plotCompareMetric(QCustomPlot* plot, const QVector<int>& levels,
                        const QVector<CompareVariant>& variants, CompareMetric metric);
 // The same chart drawn off screen into an image of `size` pixels on a white background. GUI

@@ -21,10 +21,10 @@ QVector<ExportFile> compareExportFiles(const CompareRun& run, const QString& pat
     const QVector<CompareReportChart> charts = compareReportCharts(path);
     const QString dir = QFileInfo(path).absolutePath();
     for (const CompareReportChart& c : charts)
-      files.push_back(
-          {dir + QLatin1Char('/') + c.fileName,
-           {},
-           renderCompareChart(run.spec.concurrency, run.variants, c.metric, chartSize)});
+      files.push_back({dir + QLatin1Char('/') + c.fileName,
+                       {},
+                       renderCompareChart(run.spec.concurrency, run.variants, c.metric,
+                                          kCompareReportChartSize)});
     files.push_back({path, compareToMarkdown(run, charts).toUtf8(), {}});
     return files;
   }

@@ -3,7 +3,8 @@
 //   .json  the whole run (compareToJson: the saved-run format, reopened by Open run…);
 //   .png   the chart on screen (the chosen metric), at the chart's size;
 //   .md    the Markdown report (compareToMarkdown) and, next to it, one PNG per metric
-//          ("<report>-<metric>.png") that it embeds.
+//          ("<report>-<metric>.png") that it embeds, each kCompareReportChartSize: a report's
+//          charts should not depend on how tall the window happened to be.
 // Preparing an export draws the charts (GUI thread, a few milliseconds each); writing it (PNG
 // encoding, disk) is writeExportFiles, which the panel runs on its I/O thread.
 #pragma once
@@ -19,6 +20,8 @@
 
 namespace lathe::ui {
 
+inline constexpr QSize kCompareReportChartSize{960, 540};
+
 // One file to write: `bytes`, or `image` encoded as PNG when bytes is empty.
 struct ExportFile {
   QString path;
@@ -28,7 +31,7 @@ struct ExportFile {
 
 // The files an export to `path` writes, in writing order (a report's charts before the report,
 // so its links never point at missing files). Empty with *error for an extension it does not
-// know. `current`/`chartSize`: the chart on screen. GUI thread.
+// know. `current`/`chartSize`: the chart on screen (what .png writes). GUI thread.
 QVector<ExportFile> compareExportFiles(const CompareRun& run, const QString& path,
                                        CompareMetric current, QSize chartSize, QString* error);
 

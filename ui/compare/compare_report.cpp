@@ -144,7 +144,7 @@ QString compareToMarkdown(const CompareRun& run, const QVector<CompareReportChar
     out << row(cells);
     if (!v.error.isEmpty()) notes << QObject::tr("- %1: %2").arg(md(v.name), md(v.error));
     if (!qualityError.isEmpty())
-      notes << QObject::tr("- %1: quality not measured (%2)").arg(md(v.name), md(qualityError));
+      notes << QObject::tr("- %1, quality: %2").arg(md(v.name), md(qualityError));
   }
   if (!notes.isEmpty()) out << QString() << notes;
   out << QString();
