@@ -265,6 +265,11 @@ class CompareTest : public QObject {
     m_panel->setConcurrency("1, 2, 4, 8");
     m_panel->setLengths(16, 32);
     QSignalSpy finished(m_panel.get(), &ComparePanel::comparisonFinished);
+    QSignalSpy saved(m_panel.get(), &ComparePanel::runSaved);
+    const auto savedRuns = [this] {
+      return QDir(m_panel->runsFolder()).entryList({"*.json"}, QDir::Files).size();
+    };
+    const qsizetype before = savedRuns();
     // Stop as soon as the sweep of the first model starts.
     QElapsedTimer sinceStop;
     auto conn = connect(m_panel->task(), &CompareTask::progress, this,
@@ -282,8 +287,8 @@ class CompareTest : public QObject {
     QCOMPARE(finished.first().first().toBool(), true);
     QVERIFY(m_panel->results()->variants().isEmpty());
     // A stopped run is not saved.
-    QTest::qWait(200);
-    QCOMPARE(QDir(m_panel->runsFolder()).entryList({"*.json"}, QDir::Files).size(), 1);
+    QVERIFY(!saved.wait(500));
+    QCOMPARE(savedRuns(), before);
   }
 
   // --- Without the engine -----------------------------------------------------------------------
