@@ -225,6 +225,7 @@ ComparePanel::ComparePanel(std::function<LoadSettings()> settingsSource, QWidget
     emit comparisonFinished(cancelled);
   });
   updateButtons();
+  rebuildOpenMenu();  // Browse… at once; the recent runs when listed
   refreshRecentRuns();
 }
 
