@@ -2,7 +2,8 @@
 // candidate table shows the library's own plans; a Q8_0 run from the wizard writes a model that
 // loads, while the window stays responsive; Stop leaves nothing; bad choices (output exists, a
 // folder that does not exist, a group size that does not divide a layer, a full disk) show clear
-// errors.
+// errors. Step 2 offers the user's saved conversations as calibration text, in the format the
+// library's calibration loader reads.
 #include <QtTest>
 
 #include <QComboBox>
@@ -12,16 +13,21 @@
 #include <QLabel>
 #include <QProcess>
 #include <QPushButton>
+#include <QRadioButton>
 #include <QSignalSpy>
 #include <QTabWidget>
 #include <QTableView>
 #include <QThread>
 
+#include "engine/model/model_loader.h"
+#include "engine/quant/calibration.h"
 #include "test_support.h"
 #include "ui/app/main_window.h"
 #include "ui/bridge/engine_bridge.h"
 #include "ui/bridge/quantize_plan.h"
 #include "ui/bridge/quantize_task.h"
+#include "ui/chat/conversation_export.h"
+#include "ui/chat/conversation_store.h"
 #include "ui/common/message_banner.h"
 #include "ui/compare/compare_panel.h"
 #include "ui/models/models_panel.h"
@@ -290,6 +296,98 @@ class QuantizeTest : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(!m_bridge->isLoaded(), 30000);
     m_window->models()->openModel(m_model);
     QTRY_COMPARE_WITH_TIMEOUT(m_window->models()->currentModel().path, m_model, 30000);
+  }
+
+  void calibration_from_saved_conversations() {
+    // No saved conversations: the option is off and says why; a missing file is refused.
+    {
+      ConversationStore none(m_dir.filePath("no-conversations"));
+      CalibrationPage page;
+      page.setConversations(&none);
+      QCOMPARE(page.conversationCount(), 0);
+      QVERIFY(!page.useConversations());
+      QVERIFY(!page.findChild<QRadioButton*>("calibrationConversations")->isEnabled());
+      QVERIFY2(page.conversationsNote().startsWith("No saved conversations yet"),
+               qPrintable(page.conversationsNote()));
+      page.setFile(m_dir.filePath("nope.jsonl"));
+      QVERIFY(!page.validatePage());
+      QVERIFY2(page.banner()->text().contains("nope.jsonl is not a file"),
+               qPrintable(page.banner()->text()));
+      // Conversations without any text (a reply stopped before its first token) are refused.
+      Conversation blank = Conversation::create();
+      blank.messages = {{"user", "  ", std::nullopt}, {"assistant", "", std::nullopt}};
+      QVERIFY(none.save(blank));
+      QCOMPARE(page.conversationCount(), 1);
+      QVERIFY(page.useConversations());
+      QVERIFY(!page.validatePage());
+      QVERIFY2(page.banner()->text().contains("No saved conversation has any text"),
+               qPrintable(page.banner()->text()));
+    }
+    QuantizeWizard* w = openWizard();
+    QVERIFY(w != nullptr);
+    w->goalPage()->setGoal(QuantGoal::kSpecific);
+    w->goalPage()->selectScheme("gptq", 4);
+    if (!w->goalPage()->isComplete())
+      QSKIP("no built-in calibration set: run scripts/fetch-eval-text.sh");
+    w->next();
+    QCOMPARE(w->currentId(), int(QuantizeWizard::kCalibrationPage));
+    CalibrationPage* page = w->calibrationPage();
+    ConversationStore* store = m_window->conversations();
+    const int before = store->rowCount();
+    // Chats saved while the page is open are counted at once.
+    Conversation a = Conversation::create();
+    a.systemPrompt = "You are a terse assistant.";
+    a.messages = {{"user", "What does a KV cache store, and why does it grow with the context?",
+                   std::nullopt},
+                  {"assistant",
+                   "The keys and values of every earlier token, per layer, so attention does not "
+                   "recompute them; one entry per token.",
+                   std::nullopt}};
+    Conversation b = Conversation::create();
+    b.messages = {{"user", "Write a haiku about quantization.", std::nullopt},
+                  {"assistant",
+                   "Sixteen bits fall to four / the weights still remember / "
+                   "most of what they knew",
+                   std::nullopt},
+                  {"user", "Another one?", std::nullopt},
+                  {"assistant", "", std::nullopt}};  // stopped before its first token
+    QVERIFY(store->save(a));
+    QVERIFY(store->save(b));
+    QCOMPARE(page->conversationCount(), before + 2);
+    QVERIFY(page->findChild<QRadioButton*>("calibrationConversations")
+                ->text()
+                .contains(QString("(%1)").arg(before + 2)));
+    QVERIFY(page->useConversations());
+    page->setSize(4, 32);
+    w->next();
+    QCOMPARE(w->currentId(), int(QuantizeWizard::kOutputPage));
+    const QString jsonl = CalibrationPage::conversationsCalibrationPath();
+    QCOMPARE(w->spec().calibrationFile, jsonl);
+    QCOMPARE(w->spec().calibrationSamples, 4);
+    QFile f(jsonl);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const QList<QByteArray> lines = f.readAll().trimmed().split('\n');
+    QCOMPARE(lines.size(), before + 2);
+    // Newest first (the store's order): b, then a with its system prompt first.
+    const QJsonArray bm = QJsonDocument::fromJson(lines[0]).object()["messages"].toArray();
+    QCOMPARE(bm.size(), 3);  // the empty reply is left out
+    QCOMPARE(bm[2].toObject()["content"].toString(), QString("Another one?"));
+    const QJsonArray am = QJsonDocument::fromJson(lines[1]).object()["messages"].toArray();
+    QCOMPARE(am.size(), 3);
+    QCOMPARE(am[0].toObject()["role"].toString(), QString("system"));
+    QCOMPARE(am[1].toObject()["content"].toString(), a.messages[0].content);
+    // The library's calibration loader reads it as chat JSONL with this model's template.
+    auto model = lathe::load_model(m_model.toStdString());
+    QVERIFY2(model.is_ok(), model.status().message().c_str());
+    lathe::CalibrationConfig config;
+    config.file = jsonl.toStdString();
+    config.num_samples = 4;
+    config.seq_len = 32;
+    auto set = lathe::load_calibration(config, *model->tokenizer, model->chat_template);
+    QVERIFY2(set.is_ok(), set.status().message().c_str());
+    QCOMPARE(set->format, lathe::CalibrationFormat::kJsonl);
+    QCOMPARE(set->conversations, qint64(before + 2));
+    QVERIFY(set->num_tokens() > 64);
   }
 
   void compare_with_original_opens_the_compare_tab() {

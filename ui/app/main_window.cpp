@@ -23,6 +23,7 @@
 #include "ui/models/model_drop.h"
 #include "ui/models/models_panel.h"
 #include "ui/models/recent_models.h"
+#include "ui/quantize/calibration_page.h"
 #include "ui/quantize/quantize_wizard.h"
 #include "ui/quantize/run_page.h"
 #include "ui/serve/serve_panel.h"
@@ -251,6 +252,7 @@ QuantizeWizard* MainWindow::openQuantizeWizard(const QString& path) {
   m_wizard = new QuantizeWizard(m_quantizeTask, model, m_models->loadSettings()->settings(),
                                 m_bridge->device(), this);
   m_wizard->setAttribute(Qt::WA_DeleteOnClose);
+  m_wizard->calibrationPage()->setConversations(m_conversations);  // Step 2 offers them
   connect(m_wizard, &QObject::destroyed, this, [this, w = m_wizard] {
     if (m_wizard == w) m_wizard = nullptr;
   });

@@ -39,6 +39,7 @@ class MainWindow : public QMainWindow {
   ServePanel* serve() const { return m_serve; }
   DashboardPanel* dashboard() const { return m_dashboard; }
   ComparePanel* compare() const { return m_compare; }
+  ConversationStore* conversations() const { return m_conversations; }
   QTabWidget* pages() const { return m_pages; }
   QuantizeTask* quantizeTask() const { return m_quantizeTask; }
   QuantizeWizard* quantizeWizard() const { return m_wizard; }  // the open one, or null

@@ -108,6 +108,7 @@ CompareVariant CompareTask::measure(const CompareSpec& spec, const LoadSettings&
   }
   std::unique_ptr<Engine> engine = std::move(created).value();
   v.kvCacheBytes = engine->kv_plan().total_bytes;
+  v.device = QString::fromStdString(engine->kv_plan().device_name);
   if (m_cancel) return v;
 
   report(spec, index, 1.0 / steps, tr("%1: batch-1 latency").arg(v.name));

@@ -89,6 +89,8 @@ struct QualityReport {
   double kldP99 = 0.0;
   double top1Agreement = 0.0;  // 0..1
   double seconds = 0.0;
+
+  bool operator==(const QualityReport& other) const = default;
 };
 
 struct QuantizeProgressInfo {
@@ -135,6 +137,8 @@ struct CompareSpec {
   QString evalText;
   int evalContext = 256;
   int evalWindows = 2;
+
+  bool operator==(const CompareSpec& other) const = default;
 };
 
 // One concurrency level of a variant's serving sweep (vLLM benchmark_serving's definitions).
@@ -146,12 +150,15 @@ struct ComparePoint {
   double requestsPerSec = 0.0;
   double ttftP50Ms = 0.0, ttftP99Ms = 0.0;
   double itlP50Ms = 0.0, itlP99Ms = 0.0;
+
+  bool operator==(const ComparePoint& other) const = default;
 };
 
 struct CompareVariant {
   QString path;
-  QString name;   // file or folder name
-  QString dtype;  // the card's storage type ("q4_1", "q8_0", "compressed-tensors int4", …)
+  QString name;    // file or folder name
+  QString device;  // where it was measured: the engine's device name ("NVIDIA H200 (139.8 GiB)")
+  QString dtype;   // the card's storage type ("q4_1", "q8_0", "compressed-tensors int4", …)
   qint64 weightBytes = 0;
   double bitsPerWeight = 0.0;
   qint64 kvCacheBytes = 0;           // what the engine allocated for the KV cache
@@ -162,6 +169,8 @@ struct CompareVariant {
   QVector<ComparePoint> sweep;
   QualityReport quality;  // against the first variant (CompareSpec::evalText), not for the first
   QString error;          // set when the variant could not be measured
+
+  bool operator==(const CompareVariant& other) const = default;
 };
 
 struct CompareProgressInfo {

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include <QComboBox>
+#include <QDir>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFormLayout>
@@ -16,43 +17,27 @@
 #include <QLabel>
 #include <QLineEdit>
 #include <QListWidget>
+#include <QMenu>
 #include <QProgressBar>
 #include <QPushButton>
-#include <QSaveFile>
 #include <QSpinBox>
 #include <QSplitter>
 #include <QTableView>
+#include <QToolButton>
 #include <QVBoxLayout>
 
 #include "ui/bridge/compare_task.h"
 #include "ui/common/message_banner.h"
+#include "ui/compare/compare_export.h"
 #include "ui/compare/compare_results.h"
+#include "ui/compare/compare_run_store.h"
 
 namespace lathe::ui {
 
 namespace {
 
 constexpr int kMaxModels = 4;
-
-// One color per variant, readable on light and dark backgrounds.
-const QColor kSeriesColors[kMaxModels] = {QColor(0x25, 0x63, 0xeb), QColor(0xdc, 0x26, 0x26),
-                                          QColor(0x16, 0xa3, 0x4a), QColor(0xd9, 0x77, 0x06)};
-
-double metricOf(const ComparePoint& p, ComparePanel::Metric m) {
-  switch (m) {
-    case ComparePanel::kOutputThroughput:
-      return p.outputTokensPerSec;
-    case ComparePanel::kTtftP50:
-      return p.ttftP50Ms;
-    case ComparePanel::kTtftP99:
-      return p.ttftP99Ms;
-    case ComparePanel::kItlP50:
-      return p.itlP50Ms;
-    case ComparePanel::kItlP99:
-      return p.itlP99Ms;
-  }
-  return 0.0;
-}
+constexpr int kRecentRuns = 8;  // listed under Open run…
 
 }  // namespace
 
@@ -76,8 +61,12 @@ QVector<int> parseConcurrencyLevels(const QString& text, QString* error) {
   return levels;
 }
 
-ComparePanel::ComparePanel(std::function<LoadSettings()> settingsSource, QWidget* parent)
-    : QWidget(parent), m_settingsSource(std::move(settingsSource)) {
+ComparePanel::ComparePanel(std::function<LoadSettings()> settingsSource, QWidget* parent,
+                           const QString& runsFolder)
+    : QWidget(parent),
+      m_settingsSource(std::move(settingsSource)),
+      m_runsFolder(runsFolder.isEmpty() ? defaultCompareRunsFolder() : runsFolder) {
+  m_io.setMaxThreadCount(1);
   m_task = new CompareTask(this);
   m_results = new CompareResultsModel(this);
   auto* root = new QVBoxLayout(this);
@@ -142,7 +131,18 @@ ComparePanel::ComparePanel(std::function<LoadSettings()> settingsSource, QWidget
   m_stop->setObjectName(QStringLiteral("compareStop"));
   m_export = new QPushButton(tr("Export…"));
   m_export->setObjectName(QStringLiteral("compareExport"));
-  m_export->setToolTip(tr("Save the results as CSV (one row per model and level) or JSON."));
+  m_export->setToolTip(
+      tr("Save the results as CSV (one row per model and level), JSON (the whole run, which "
+         "Open run… reads), the chart as PNG, or a Markdown report with every chart."));
+  m_open = new QToolButton;
+  m_open->setObjectName(QStringLiteral("compareOpenRun"));
+  m_open->setText(tr("Open run…"));
+  m_open->setToolTip(
+      tr("Show a saved comparison again, without measuring: every finished run is saved in "
+         "%1; the arrow lists the recent ones.")
+          .arg(QDir::toNativeSeparators(m_runsFolder)));
+  m_open->setPopupMode(QToolButton::MenuButtonPopup);
+  m_open->setMenu(new QMenu(m_open));
   m_progress = new QProgressBar;
   m_progress->setObjectName(QStringLiteral("compareProgress"));
   m_progress->setRange(0, 1000);
@@ -151,6 +151,7 @@ ComparePanel::ComparePanel(std::function<LoadSettings()> settingsSource, QWidget
   controls->addWidget(m_run);
   controls->addWidget(m_stop);
   controls->addWidget(m_export);
+  controls->addWidget(m_open);
   controls->addWidget(m_progress, 1);
   controls->addWidget(m_status, 2);
   root->addLayout(controls);
@@ -169,20 +170,15 @@ ComparePanel::ComparePanel(std::function<LoadSettings()> settingsSource, QWidget
   chartHeader->addWidget(new QLabel(tr("Chart:")));
   m_metric = new QComboBox;
   m_metric->setObjectName(QStringLiteral("compareMetric"));
-  m_metric->addItems({tr("Output tokens/s"), tr("TTFT p50 (ms)"), tr("TTFT p99 (ms)"),
-                      tr("ITL p50 (ms)"), tr("ITL p99 (ms)")});
+  for (int m = 0; m < kCompareMetricCount; ++m)
+    m_metric->addItem(compareMetricTitle(static_cast<CompareMetric>(m)));
   chartHeader->addWidget(m_metric);
   chartHeader->addStretch(1);
   chartLayout->addLayout(chartHeader);
   m_plot = new QCustomPlot;
   m_plot->setObjectName(QStringLiteral("comparePlot"));
   m_plot->setMinimumHeight(220);
-  m_plot->xAxis->setLabel(tr("concurrency (requests in flight)"));
-  m_plot->xAxis->setScaleType(QCPAxis::stLogarithmic);
-  m_plot->xAxis->setTicker(QSharedPointer<QCPAxisTickerText>(new QCPAxisTickerText));
-  m_plot->legend->setVisible(true);
-  // Top left: the lowest levels have the lowest throughput, so the curves rarely pass there.
-  m_plot->axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignTop | Qt::AlignLeft);
+  setupComparePlot(m_plot);
   chartLayout->addWidget(m_plot, 1);
   m_verdict = new QLabel;
   m_verdict->setObjectName(QStringLiteral("compareVerdict"));
@@ -206,6 +202,7 @@ ComparePanel::ComparePanel(std::function<LoadSettings()> settingsSource, QWidget
   connect(m_run, &QPushButton::clicked, this, &ComparePanel::run);
   connect(m_stop, &QPushButton::clicked, this, &ComparePanel::stop);
   connect(m_export, &QPushButton::clicked, this, &ComparePanel::askExport);
+  connect(m_open, &QToolButton::clicked, this, &ComparePanel::askOpenRun);
   connect(m_metric, &QComboBox::currentIndexChanged, this, &ComparePanel::updateChart);
   connect(m_task, &CompareTask::progress, this, [this](const CompareProgressInfo& p) {
     m_progress->setValue(qRound(p.fraction * 1000));
@@ -221,13 +218,21 @@ ComparePanel::ComparePanel(std::function<LoadSettings()> settingsSource, QWidget
     m_progress->setValue(cancelled ? m_progress->value() : 1000);
     m_status->setText(cancelled ? tr("Stopped.") : tr("Done."));
     m_verdict->setText(compareVerdict(m_results->variants()));
+    m_finished = QDateTime::currentDateTimeUtc();
     updateButtons();
+    // A stopped run is incomplete: it stays on screen (and can be exported) but is not saved.
+    if (!cancelled && m_results->rowCount() > 0) saveRun();
     emit comparisonFinished(cancelled);
   });
   updateButtons();
+  rebuildOpenMenu();  // Browse… at once; the recent runs when listed
+  refreshRecentRuns();
 }
 
-ComparePanel::~ComparePanel() = default;
+ComparePanel::~ComparePanel() {
+  m_task->cancel();
+  m_io.waitForDone();  // a save or an export in progress completes
+}
 
 void ComparePanel::offerModel(const QString& path) {
   if (path.isEmpty() || m_offers->findData(path) >= 0) return;
@@ -315,64 +320,166 @@ void ComparePanel::updateButtons() {
   m_run->setEnabled(!running && m_models->count() >= 2);
   m_stop->setEnabled(running);
   m_export->setEnabled(!running && m_results->rowCount() > 0);
+  m_open->setEnabled(!running);
   m_add->setEnabled(!running && m_offers->count() > 0 && m_models->count() < kMaxModels);
   m_remove->setEnabled(!running && m_models->count() > 0);
   m_progress->setVisible(running || m_progress->value() > 0);
 }
 
 void ComparePanel::updateChart() {
-  const auto metric = static_cast<Metric>(m_metric->currentIndex());
-  m_plot->clearGraphs();
-  double maxY = 0.0;
-  int maxX = 1;
-  const QVector<CompareVariant>& vs = m_results->variants();
-  for (int i = 0; i < vs.size(); ++i) {
-    QCPGraph* g = m_plot->addGraph();
-    g->setName(vs[i].name);
-    const QColor color = kSeriesColors[i % kMaxModels];
-    g->setPen(QPen(color, 2));
-    g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, color, color, 6));
-    for (const ComparePoint& p : vs[i].sweep) {
-      const double y = metricOf(p, metric);
-      g->addData(p.concurrency, y);
-      maxY = std::max(maxY, y);
-      maxX = std::max(maxX, p.concurrency);
-    }
-  }
-  // Ticks at the measured levels (a log axis spreads 1, 4, 16, 64, 128, 300 evenly).
-  auto ticker = qSharedPointerCast<QCPAxisTickerText>(m_plot->xAxis->ticker());
-  ticker->clear();
-  for (int level : m_spec.concurrency) ticker->addTick(level, QString::number(level));
-  m_plot->yAxis->setLabel(m_metric->currentText());
-  m_plot->xAxis->setRange(0.8, maxX * 1.25);
-  m_plot->yAxis->setRange(0, maxY > 0 ? maxY * 1.1 : 1);
-  m_plot->replot();
+  plotCompareMetric(m_plot, m_spec.concurrency, m_results->variants(),
+                    static_cast<Metric>(m_metric->currentIndex()));
 }
 
 QString ComparePanel::verdict() const {
   return m_verdict->text();
 }
 
-bool ComparePanel::exportTo(const QString& path, QString* error) const {
-  const QByteArray bytes = path.endsWith(QLatin1String(".json"), Qt::CaseInsensitive)
-                               ? compareToJson(m_spec, m_results->variants())
-                               : compareToCsv(m_results->variants());
-  QSaveFile f(path);
-  if (!f.open(QIODevice::WriteOnly) || f.write(bytes) != bytes.size() || !f.commit()) {
-    if (error) *error = tr("Cannot write %1: %2").arg(path, f.errorString());
+CompareRun ComparePanel::currentRun() const {
+  return {m_spec, m_results->variants(), m_verdict->text(), m_finished};
+}
+
+void ComparePanel::showRun(const CompareRun& run) {
+  if (m_task->isRunning()) return;
+  m_spec = run.spec;
+  m_finished = run.finished;
+  setModels(run.spec.models);
+  QStringList levels;
+  for (int level : run.spec.concurrency) levels << QString::number(level);
+  m_levels->setText(levels.join(QStringLiteral(", ")));
+  m_inputLen->setValue(run.spec.inputLen);
+  m_outputLen->setValue(run.spec.outputLen);
+  m_results->setVariants(run.variants);
+  m_table->resizeColumnsToContents();
+  m_table->resizeRowsToContents();
+  m_verdict->setText(run.verdict);
+  m_progress->setValue(0);
+  m_status->setText(tr("Saved run of %1")
+                        .arg(QLocale().toString(run.finished.toLocalTime(), QLocale::ShortFormat)));
+  updateChart();
+  updateButtons();
+}
+
+bool ComparePanel::exportTo(const QString& path, QString* error) {
+  QString why;
+  QVector<ExportFile> files;
+  if (m_results->rowCount() == 0)
+    why = tr("Nothing to export yet: run a comparison or open a saved one.");
+  else
+    files = compareExportFiles(currentRun(), path, static_cast<Metric>(m_metric->currentIndex()),
+                               m_plot->size(), &why);
+  if (files.isEmpty()) {
+    m_banner->showMessage(MessageBanner::Kind::kError, why);
+    if (error) *error = why;
     return false;
   }
+  m_io.start([this, path, files] {
+    const QString failure = writeExportFiles(files);
+    QMetaObject::invokeMethod(
+        this,
+        [this, path, failure, count = files.size()] {
+          if (!failure.isEmpty())
+            m_banner->showMessage(MessageBanner::Kind::kError, failure);
+          else
+            m_status->setText(count > 1 ? tr("Exported %1 and %2 charts next to it.")
+                                              .arg(QFileInfo(path).fileName())
+                                              .arg(count - 1)
+                                        : tr("Exported %1.").arg(QFileInfo(path).fileName()));
+          emit exportFinished(path, failure);
+        },
+        Qt::QueuedConnection);
+  });
   return true;
 }
 
 void ComparePanel::askExport() {
   QString filter;
-  const QString path =
-      QFileDialog::getSaveFileName(this, tr("Export comparison"), QStringLiteral("comparison.csv"),
-                                   tr("CSV (*.csv);;JSON (*.json)"), &filter);
-  if (path.isEmpty()) return;
-  QString error;
-  if (!exportTo(path, &error)) m_banner->showMessage(MessageBanner::Kind::kError, error);
+  const QString path = QFileDialog::getSaveFileName(
+      this, tr("Export comparison"), QStringLiteral("comparison.md"),
+      tr("Markdown report with every chart (*.md);;CSV (*.csv);;JSON, reopened by Open run… "
+         "(*.json);;The chart as PNG (*.png)"),
+      &filter);
+  if (!path.isEmpty()) exportTo(path);
+}
+
+void ComparePanel::saveRun() {
+  const CompareRun run = currentRun();
+  m_io.start([this, run, folder = m_runsFolder] {
+    QString error;
+    const QString path = saveCompareRun(folder, run, &error);
+    QMetaObject::invokeMethod(
+        this,
+        [this, path, error] {
+          if (path.isEmpty())
+            m_banner->showMessage(MessageBanner::Kind::kWarning,
+                                  tr("The comparison is shown but was not saved: %1").arg(error));
+          emit runSaved(path);
+        },
+        Qt::QueuedConnection);
+  });
+  refreshRecentRuns();  // after the save: one thread runs them in order
+}
+
+void ComparePanel::openRun(const QString& path) {
+  m_io.start([this, path] {
+    CompareRun run;
+    QString error;
+    const bool ok = loadCompareRun(path, &run, &error);
+    QMetaObject::invokeMethod(
+        this,
+        [this, path, ok, run, error] {
+          if (!ok || m_task->isRunning()) {
+            m_banner->showMessage(
+                MessageBanner::Kind::kError,
+                ok ? tr("Stop the comparison that is running before opening a saved one.")
+                   : tr("Cannot open the saved comparison %1").arg(error));
+            emit runOpened(path, false);
+            return;
+          }
+          m_banner->clear();
+          showRun(run);
+          emit runOpened(path, true);
+        },
+        Qt::QueuedConnection);
+  });
+}
+
+void ComparePanel::askOpenRun() {
+  const QString path = QFileDialog::getOpenFileName(this, tr("Open a saved comparison"),
+                                                    m_runsFolder, tr("Comparisons (*.json)"));
+  if (!path.isEmpty()) openRun(path);
+}
+
+QVector<QPair<QString, QString>> ComparePanel::recentRuns() const {
+  return m_recent;
+}
+
+void ComparePanel::refreshRecentRuns() {
+  m_io.start([this, folder = m_runsFolder] {
+    const QVector<SavedCompareRun> runs = listCompareRuns(folder, kRecentRuns);
+    QVector<QPair<QString, QString>> recent;
+    for (const SavedCompareRun& r : runs) recent.push_back({r.path, r.label});
+    QMetaObject::invokeMethod(
+        this,
+        [this, recent] {
+          m_recent = recent;
+          rebuildOpenMenu();
+          emit recentRunsChanged();
+        },
+        Qt::QueuedConnection);
+  });
+}
+
+void ComparePanel::rebuildOpenMenu() {
+  QMenu* menu = m_open->menu();
+  menu->clear();
+  if (m_recent.isEmpty()) menu->addAction(tr("No saved runs yet"))->setEnabled(false);
+  for (const auto& [path, label] : m_recent) {
+    QAction* a = menu->addAction(label, this, [this, path] { openRun(path); });
+    a->setToolTip(path);
+  }
+  menu->addSeparator();
+  menu->addAction(tr("Browse…"), this, &ComparePanel::askOpenRun);
 }
 
 }  // namespace lathe::ui

@@ -1,9 +1,6 @@
 #include "ui/compare/compare_results.h"
 
 #include <QFileInfo>
-#include <QJsonArray>
-#include <QJsonDocument>
-#include <QJsonObject>
 
 #include "ui/models/model_card.h"
 
@@ -38,6 +35,12 @@ CompareResultsModel::CompareResultsModel(QObject* parent) : QAbstractTableModel(
 void CompareResultsModel::clear() {
   beginResetModel();
   m_variants.clear();
+  endResetModel();
+}
+
+void CompareResultsModel::setVariants(const QVector<CompareVariant>& variants) {
+  beginResetModel();
+  m_variants = variants;
   endResetModel();
 }
 
@@ -175,54 +178,6 @@ QByteArray compareToCsv(const QVector<CompareVariant>& variants) {
   return (lines.join(QLatin1Char('\n')) + QLatin1Char('\n')).toUtf8();
 }
 
-QByteArray compareToJson(const CompareSpec& spec, const QVector<CompareVariant>& variants) {
-  QJsonArray levels;
-  for (int c : spec.concurrency) levels.append(c);
-  QJsonObject s{{"models", QJsonArray::fromStringList(spec.models)},
-                {"concurrency", levels},
-                {"input_len", spec.inputLen},
-                {"output_len", spec.outputLen},
-                {"latency_iters", spec.latencyIters},
-                {"max_model_len", spec.maxModelLen}};
-  QJsonArray vs;
-  for (const CompareVariant& v : variants) {
-    QJsonArray sweep;
-    for (const ComparePoint& p : v.sweep)
-      sweep.append(QJsonObject{{"concurrency", p.concurrency},
-                               {"completed", p.completed},
-                               {"failed", p.failed},
-                               {"output_tokens_per_s", p.outputTokensPerSec},
-                               {"requests_per_s", p.requestsPerSec},
-                               {"ttft_p50_ms", p.ttftP50Ms},
-                               {"ttft_p99_ms", p.ttftP99Ms},
-                               {"itl_p50_ms", p.itlP50Ms},
-                               {"itl_p99_ms", p.itlP99Ms}});
-    vs.append(QJsonObject{
-        {"name", v.name},
-        {"path", v.path},
-        {"storage", v.dtype},
-        {"weight_bytes", v.weightBytes},
-        {"bits_per_weight", v.bitsPerWeight},
-        {"kv_cache_bytes", v.kvCacheBytes},
-        {"batch1_tokens_per_s", v.batch1TokensPerSec},
-        {"batch1_latency_ms", v.batch1LatencyMs},
-        {"prefill_tokens_per_s", v.prefillTokensPerSec},
-        {"ttft_ms", v.ttftMs},
-        {"error", v.error},
-        {"quality",
-         v.quality.measured
-             ? QJsonValue(QJsonObject{{"text", v.quality.text},
-                                      {"kld_mean", v.quality.kldMean},
-                                      {"kld_p99", v.quality.kldP99},
-                                      {"top1_agreement", v.quality.top1Agreement},
-                                      {"perplexity", v.quality.perplexity},
-                                      {"reference_perplexity", v.quality.referencePerplexity}})
-             : QJsonValue()},
-        {"sweep", sweep}});
-  }
-  return QJsonDocument(QJsonObject{{"spec", s}, {"variants", vs}}).toJson(QJsonDocument::Indented);
-}
-
 }  // namespace lathe::ui
 
 namespace lathe::ui {
@@ -254,6 +209,10 @@ QString compareVerdict(const QVector<CompareVariant>& vs) {
              .arg(ref.weightBytes > 0 ? QStringLiteral("%1%").arg(
                                             100.0 * v.weightBytes / ref.weightBytes, 0, 'f', 0)
                                       : QStringLiteral("—"));
+    if (v.quality.measured)
+      s += QObject::tr(", mean KLD %1 and top-1 agreement %2% against it")
+               .arg(v.quality.kldMean, 0, 'f', 4)
+               .arg(100.0 * v.quality.top1Agreement, 0, 'f', 1);
     parts << s;
   }
   // The best tail latency at the highest level every variant reached.
@@ -267,9 +226,7 @@ QString compareVerdict(const QVector<CompareVariant>& vs) {
     }
   QString text = parts.join(QStringLiteral("; ")) + QLatin1Char('.');
   if (bestItl != nullptr)
-    text += QObject::tr(
-                " Best p99 ITL at concurrency %1: %2 (%3 ms). Quality columns need lathe "
-                "eval.")
+    text += QObject::tr(" Best p99 ITL at concurrency %1: %2 (%3 ms).")
                 .arg(level)
                 .arg(bestItl->name)
                 .arg(bestItl->sweep.last().itlP99Ms, 0, 'f', 1);
