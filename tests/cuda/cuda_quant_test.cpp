@@ -219,9 +219,9 @@ class CudaQuantTest : public QObject {
     }
   }
 
-  // The tensor-core tile layout (int4_tiles.h): the tile kernel at batch <= 8
-  // (quant_gemv_tiles.cuh) and, on the same codes, the one-row kernel (the A/B switch) and the
-  // dequantize path (batch > 8).
+  // The tensor-core tile layout (int4_tiles.h): the tile kernel (quant_gemv_tiles.cuh) at batches
+  // 1..100 (groups of 8 rows, slabs of 64) and, on the same codes, the one-row kernel and the
+  // dequantize path (the one-row rows).
   void int4_tiles_match_cpu_data() {
     QTest::addColumn<int>("group");
     QTest::addColumn<bool>("zeros");
@@ -249,15 +249,18 @@ class CudaQuantTest : public QObject {
     HostPart h = int_part(4, 48, k, group, zeros, false, 13, /*tiles=*/true);
     h.part.one_row_gemv = one_row;
     h.part.int4_tile_warps = warps;
-    for (int64_t m :
-         {int64_t{1}, int64_t{3}, int64_t{5}, int64_t{7}, int64_t{8}, int64_t{16}, int64_t{64}}) {
+    h.part.int4_tiles_max_m = 256;  // the slab path too (the default hands batches > 32 to the GEMM)
+    // Batches above 8 take the tile kernel's 8-row groups (9, 16, 64) and slabs of 64 rows (100).
+    for (int64_t m : {int64_t{1}, int64_t{3}, int64_t{5}, int64_t{7}, int64_t{8}, int64_t{9},
+                      int64_t{16}, int64_t{64}, int64_t{100}}) {
       expect_linear({&h}, m, 48, m <= cuda::kQuantGemvMaxM ? 2e-3 : 1e-2, QTest::currentDataTag());
       if (QTest::currentTestFailed()) return;
     }
     // Two tiled parts after a row-layout one (row offsets), in slabs of 20 rows.
     HostPart a = int_part(4, 45, k, group, zeros, false, 14);
     HostPart b = int_part(4, 32, k, group, zeros, false, 15, true);
-    for (int64_t m : {int64_t{1}, int64_t{8}, int64_t{64}})
+    b.part.int4_tiles_max_m = 256;
+    for (int64_t m : {int64_t{1}, int64_t{8}, int64_t{64}, int64_t{100}})
       expect_linear({&a, &h, &b}, m, 20, m <= cuda::kQuantGemvMaxM ? 2e-3 : 1e-2, "row|tile|tile");
   }
 

@@ -24,7 +24,8 @@ const char* const kNames[] = {"LATHE_CUDA_ATTENTION",
                               "LATHE_CUDA_NATIVE_FORMATS",
                               "LATHE_CUDA_QUANT_ROWS",
                               "LATHE_CUDA_INT4_TILES",
-                              "LATHE_CUDA_INT4_TILE_WARPS"};
+                              "LATHE_CUDA_INT4_TILE_WARPS",
+                              "LATHE_CUDA_INT4_TILES_MAX_M"};
 
 void clear_env() {
   for (const char* n : kNames) qunsetenv(n);
@@ -63,7 +64,8 @@ class CudaSwitchesTest : public QObject {
     qputenv("LATHE_CUDA_NATIVE_FORMATS", "0");
     qputenv("LATHE_CUDA_QUANT_ROWS", "0");
     qputenv("LATHE_CUDA_INT4_TILES", "0");
-    qputenv("LATHE_CUDA_INT4_TILE_WARPS", "8");
+    qputenv("LATHE_CUDA_INT4_TILE_WARPS", "4");
+    qputenv("LATHE_CUDA_INT4_TILES_MAX_M", "8");
     std::vector<std::string> warnings;
     const CudaSwitches s = cuda_switches_from_environment(&warnings);
     QVERIFY(warnings.empty());
@@ -71,7 +73,8 @@ class CudaSwitchesTest : public QObject {
             !s.pdl && !s.native_formats && !s.quant_rows && !s.int4_tiles);
     QVERIFY(s.describe().find("quant_rows=0") != std::string::npos);
     QVERIFY(s.describe().find("int4_tiles=0") != std::string::npos);
-    QCOMPARE(s.int4_tile_warps, 8);
+    QCOMPARE(s.int4_tile_warps, 4);
+    QCOMPARE(s.int4_tiles_max_m, 8);
     QCOMPARE(s.decode_split_tokens, 64);
     QCOMPARE(s.decode_split_blocks_per_sm, 2);
     QCOMPARE(s.decode_cluster, 0);
@@ -103,7 +106,7 @@ class CudaSwitchesTest : public QObject {
     clear_env();
     qputenv("LATHE_CUDA_INT4_TILE_WARPS", "6");
     warnings.clear();
-    QCOMPARE(cuda_switches_from_environment(&warnings).int4_tile_warps, 4);
+    QCOMPARE(cuda_switches_from_environment(&warnings).int4_tile_warps, 8);
     QCOMPARE(static_cast<int>(warnings.size()), 1);
     QVERIFY2(warnings[0].find("4 or 8") != std::string::npos, warnings[0].c_str());
   }

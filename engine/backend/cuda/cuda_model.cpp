@@ -105,7 +105,10 @@ Status CudaModel::init(const LoadedModel& model) {
                   props().name.c_str(), std::string(dtype_name(options_.dtype)).c_str()));
   for (DeviceLayer& l : weights_.layers)
     for (DeviceLinear* d : {&l.qkv, &l.o, &l.gate_up, &l.down})
-      for (QuantPart& q : d->parts) q.int4_tile_warps = sw.int4_tile_warps;
+      for (QuantPart& q : d->parts) {
+        q.int4_tile_warps = sw.int4_tile_warps;
+        q.int4_tiles_max_m = sw.int4_tiles_max_m;
+      }
   if (!sw.quant_rows) {
     for (DeviceLayer& l : weights_.layers)
       for (DeviceLinear* d : {&l.qkv, &l.o, &l.gate_up, &l.down})

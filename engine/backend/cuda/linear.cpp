@@ -47,11 +47,27 @@ Status LinearDispatcher::run(const DeviceLinear& w, DType out_dtype, const void*
   return gemm_->matmul(dtype_, out_dtype, x, w.w, y, m, w.n, w.k, stream);
 }
 
-Status LinearDispatcher::run_stored(const DeviceLinear& w, DType out_dtype, const void* x,
-                                    void* y, int64_t m, cudaStream_t stream) const {
+Status LinearDispatcher::run_stored(const DeviceLinear& w, DType out_dtype, const void* x, void* y,
+                                    int64_t m, cudaStream_t stream) const {
   if (m <= kQuantGemvMaxM) {
     for (const QuantPart& p : w.parts)
       LATHE_RETURN_IF_ERROR(quant_gemv(p, dtype_, x, out_dtype, y, w.n, m, stream));
+    return Status();
+  }
+  // Tiled 4-bit parts: the tile kernel in slabs of kTileMaxM rows (each slab reads the weights
+  // once), up to the parts' int4_tiles_max_m.
+  const bool tiles = std::all_of(w.parts.begin(), w.parts.end(), [&](const QuantPart& p) {
+    return m <= p.int4_tiles_max_m && quant_gemv_takes(p, std::min<int64_t>(m, kTileMaxM));
+  });
+  if (tiles) {
+    const int64_t out_bytes = out_dtype == DType::kF32 ? 4 : 2;
+    for (int64_t m0 = 0; m0 < m; m0 += kTileMaxM) {
+      const int64_t rows = std::min<int64_t>(kTileMaxM, m - m0);
+      const uint8_t* xs = static_cast<const uint8_t*>(x) + m0 * w.k * 2;
+      uint8_t* ys = static_cast<uint8_t*>(y) + m0 * w.n * out_bytes;
+      for (const QuantPart& p : w.parts)
+        LATHE_RETURN_IF_ERROR(quant_gemv(p, dtype_, xs, out_dtype, ys, w.n, rows, stream));
+    }
     return Status();
   }
   // Dequantize a slab of rows into the workspace, one GEMM into the slab's columns of y.
@@ -71,8 +87,8 @@ Status LinearDispatcher::run_stored(const DeviceLinear& w, DType out_dtype, cons
           quant_dequantize(p, dtype_, dst, a - p.row_offset, b - p.row_offset, stream));
     }
     LATHE_RETURN_IF_ERROR(gemm_->matmul(dtype_, out_dtype, x, dequant_ws_,
-                                        static_cast<uint8_t*>(y) + s0 * out_bytes, m, s1 - s0,
-                                        w.k, stream, w.n));
+                                        static_cast<uint8_t*>(y) + s0 * out_bytes, m, s1 - s0, w.k,
+                                        stream, w.n));
   }
   return Status();
 }

@@ -95,16 +95,19 @@ size_t tile_smem_bytes(const QuantPart& p) {
 constexpr size_t kTileMaxSmem = 200 * 1024;  // parts needing more take the other kernels
 
 // W: warps per block, each a contiguous run of the tile's chunks (QuantPart::int4_tile_warps).
+// NT: groups of 8 activation rows (M <= 8 NT; groups past M are skipped): NT = 1 keeps the
+// activations of the next chunks in a register ring; NT > 1 (batches up to kTileMaxM) loads each
+// group's fragments when it is used and reuses the decoded weights for every group.
 // Codes: kTileStages chunks in flight per lane, cp.async copies into the warp's ring in shared
 // memory, one commit group per chunk (the hardware tracks the groups, so all stay in flight).
-template <typename T, int W>
+template <typename T, int W, int NT>
 __global__ void __launch_bounds__(W * 32)
     quant_gemv_tiles_kernel(QuantPart p, const T* x, void* y, int64_t ldy, int m, bool out_f32) {
   using Op = TileMma<T>;
   constexpr int S = kTileStages, XD = kTileXAhead + 1;
   static_assert(S % XD == 0, "the activation ring's index must be static in the unrolled loop");
   extern __shared__ uint4 tile_smem[];
-  __shared__ float red[W][kInt4TileRows][8];  // [warp][output row][activation row]
+  __shared__ float red[kInt4TileRows][8 * NT];  // [output row][activation row], summed over warps
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   uint4* ring = tile_smem + warp * S * 32 + lane;  // stage u at ring[u * 32]
@@ -114,6 +117,7 @@ __global__ void __launch_bounds__(W * 32)
   const int c0 = chunks * warp / W, c1 = chunks * (warp + 1) / W;
   const int groups = static_cast<int>(p.k / p.group_size);
   const int per_group = p.group_size / static_cast<int>(kInt4TileK);
+  const int ngroups = (m + 7) / 8;  // activation groups in use (<= NT)
 
   // Codes of the first S chunks, before anything else (and before the PDL wait).
   const uint4* code_at = static_cast<const uint4*>(p.data) +
@@ -125,8 +129,8 @@ __global__ void __launch_bounds__(W * 32)
   }
   code_at += S * 32;
 
-  // Scales and zero points of the tile's rows into shared memory (entry i: group i / 16, row i %
-  // 16).
+  // Scales and zero points of the tile's rows into shared memory (entry i: group i / 16, row
+  // i % 16); the reduction area zeroed.
   for (int i = threadIdx.x; i < groups * kInt4TileRows; i += W * 32) {
     const int grp = i / kInt4TileRows, r = i % kInt4TileRows;
     const int64_t at = (row0 + r) * groups + grp;
@@ -137,29 +141,39 @@ __global__ void __launch_bounds__(W * 32)
     v.zero_pair = Op::pair(Op::kMagicValue + z);
     groups_smem[i] = v;
   }
+  for (int i = threadIdx.x; i < kInt4TileRows * 8 * NT; i += W * 32) (&red[0][0])[i] = 0.0f;
   pdl_wait();
   pdl_trigger();
 
-  // Activations of row g (rows >= m read row 0 and are zeroed: no divergent loads).
-  const bool has_x = g < m;
-  const T* x_at = x + static_cast<int64_t>(has_x ? g : 0) * p.k + 16 * t +
-                  static_cast<int64_t>(c0) * kInt4TileK;
-  uint4 xr[XD][2];
-  auto load_x = [&](uint4(&xs)[2]) {
-    const uint4* xp = reinterpret_cast<const uint4*>(x_at);
+  // Activations of row 8 nt + g (rows >= m read row 0 and are zeroed: no divergent loads).
+  auto x_row = [&](int nt) {
+    const int row = 8 * nt + g;
+    return x + static_cast<int64_t>(row < m ? row : 0) * p.k + 16 * t;
+  };
+  auto load_x = [&](const T* at, bool has, uint4(&xs)[2]) {
+    const uint4* xp = reinterpret_cast<const uint4*>(at);
     const uint4 a = xp[0], b = xp[1];
     const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
-    xs[0] = has_x ? a : zero;
-    xs[1] = has_x ? b : zero;
-    x_at += kInt4TileK;
+    xs[0] = has ? a : zero;
+    xs[1] = has ? b : zero;
   };
+  const bool has_x = g < m;
+  const T* x_at = x_row(0) + static_cast<int64_t>(c0) * kInt4TileK;  // NT == 1: the ring's next
+  uint4 xr[NT == 1 ? XD : 1][2];
+  if constexpr (NT == 1) {
 #pragma unroll
-  for (int u = 0; u < kTileXAhead; ++u)
-    if (c0 + u < c1) load_x(xr[u]);
+    for (int u = 0; u < kTileXAhead; ++u)
+      if (c0 + u < c1) {
+        load_x(x_at, has_x, xr[u]);
+        x_at += kInt4TileK;
+      }
+  }
   __syncthreads();
 
   int grp = c0 / per_group, in_group = c0 - grp * per_group;
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // rows g, g (B cols 2t, 2t+1), g + 8, g + 8
+  float acc[NT][4];  // per group: rows g, g (B cols 2t, 2t+1), g + 8, g + 8
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
   for (int c = c0; c < c1; c += S) {
 #pragma unroll
     for (int u = 0; u < S; ++u) {
@@ -170,8 +184,6 @@ __global__ void __launch_bounds__(W * 32)
       if (cc + S < c1) cp_async16(ring + u * 32, code_at, 16);
       cp_async_commit();
       code_at += 32;
-      if (cc + kTileXAhead < c1) load_x(xr[(u + kTileXAhead) % XD]);
-      const uint4 xa = xr[u % XD][0], xb = xr[u % XD][1];
       const TileGroupRow lo = groups_smem[grp * kInt4TileRows + g];
       const TileGroupRow hi = groups_smem[grp * kInt4TileRows + g + 8];
       if (++in_group == per_group) {
@@ -179,40 +191,61 @@ __global__ void __launch_bounds__(W * 32)
         ++grp;
       }
       const uint32_t cw[4] = {cur.x, cur.y, cur.z, cur.w};
-      const uint32_t xw[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
-      float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      uint32_t a[4][4];  // [k16 step][register]
 #pragma unroll
-      for (int kb = 0; kb < 4; ++kb) {
-        uint32_t a[4];
+      for (int kb = 0; kb < 4; ++kb)
 #pragma unroll
         for (int j = 0; j < 4; ++j)
-          a[j] = Op::sub(((cw[kb] >> (4 * j)) & 0x000F000Fu) | Op::kMagic,
-                         (j & 1) ? hi.zero_pair : lo.zero_pair);
-        Op::mma(part, a, xw[2 * kb], xw[2 * kb + 1]);
+          a[kb][j] = Op::sub(((cw[kb] >> (4 * j)) & 0x000F000Fu) | Op::kMagic,
+                             (j & 1) ? hi.zero_pair : lo.zero_pair);
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt) {
+        if (nt >= ngroups) break;
+        uint4 xa, xb;
+        if constexpr (NT == 1) {
+          if (cc + kTileXAhead < c1) {
+            load_x(x_at, has_x, xr[(u + kTileXAhead) % XD]);
+            x_at += kInt4TileK;
+          }
+          xa = xr[u % XD][0];
+          xb = xr[u % XD][1];
+        } else {
+          uint4 xs[2];
+          load_x(x_row(nt) + static_cast<int64_t>(cc) * kInt4TileK, 8 * nt + g < m, xs);
+          xa = xs[0];
+          xb = xs[1];
+        }
+        const uint32_t xw[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+        float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int kb = 0; kb < 4; ++kb) Op::mma(part, a[kb], xw[2 * kb], xw[2 * kb + 1]);
+        acc[nt][0] = fmaf(lo.scale, part[0], acc[nt][0]);
+        acc[nt][1] = fmaf(lo.scale, part[1], acc[nt][1]);
+        acc[nt][2] = fmaf(hi.scale, part[2], acc[nt][2]);
+        acc[nt][3] = fmaf(hi.scale, part[3], acc[nt][3]);
       }
-      acc[0] = fmaf(lo.scale, part[0], acc[0]);
-      acc[1] = fmaf(lo.scale, part[1], acc[1]);
-      acc[2] = fmaf(hi.scale, part[2], acc[2]);
-      acc[3] = fmaf(hi.scale, part[3], acc[3]);
     }
   }
   cp_async_wait<0>();
-  red[warp][g][2 * t] = acc[0];
-  red[warp][g][2 * t + 1] = acc[1];
-  red[warp][g + 8][2 * t] = acc[2];
-  red[warp][g + 8][2 * t + 1] = acc[3];
-  __syncthreads();
-  static_assert(W * 32 >= kInt4TileRows * 8, "one thread per (output row, activation row)");
-  const int r = threadIdx.x / 8, mi = threadIdx.x % 8;
-  if (r >= kInt4TileRows || mi >= m) return;
-  float v = 0.0f;
 #pragma unroll
-  for (int w = 0; w < W; ++w) v += red[w][r][mi];
-  const int64_t out = mi * ldy + p.row_offset + row0 + r;
-  if (out_f32)
-    static_cast<float*>(y)[out] = v;
-  else
-    static_cast<T*>(y)[out] = from_float<T>(v);
+  for (int nt = 0; nt < NT; ++nt) {
+    if (nt >= ngroups) break;
+    atomicAdd(&red[g][8 * nt + 2 * t], acc[nt][0]);
+    atomicAdd(&red[g][8 * nt + 2 * t + 1], acc[nt][1]);
+    atomicAdd(&red[g + 8][8 * nt + 2 * t], acc[nt][2]);
+    atomicAdd(&red[g + 8][8 * nt + 2 * t + 1], acc[nt][3]);
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < kInt4TileRows * 8 * NT; i += W * 32) {
+    const int r = i / (8 * NT), mi = i % (8 * NT);
+    if (mi >= m) continue;
+    const float v = red[r][mi];
+    const int64_t out = mi * ldy + p.row_offset + row0 + r;
+    if (out_f32)
+      static_cast<float*>(y)[out] = v;
+    else
+      static_cast<T*>(y)[out] = from_float<T>(v);
+  }
 }
 
 // Whether the tile kernel takes part p (else the one-row kernel reads its codes).
@@ -220,30 +253,35 @@ inline bool tiles_kernel_takes(const QuantPart& p) {
   return p.int4_tiles && tile_smem_bytes<8>(p) <= kTileMaxSmem;
 }
 
-template <typename T, int W>
+template <typename T, int W, int NT>
 cudaError_t launch_tiles(const QuantPart& p, const T* x, void* y, int64_t ldy, int64_t m,
                          bool out_f32, cudaStream_t stream) {
   const size_t smem = tile_smem_bytes<W>(p);
   // Above 48 KB of static (the reduction) and dynamic shared memory a kernel needs the opt-in.
-  if (smem + sizeof(float) * W * kInt4TileRows * 8 > 48 * 1024) {
-    const cudaError_t e = cudaFuncSetAttribute(quant_gemv_tiles_kernel<T, W>,
+  if (smem + sizeof(float) * kInt4TileRows * 8 * NT > 48 * 1024) {
+    const cudaError_t e = cudaFuncSetAttribute(quant_gemv_tiles_kernel<T, W, NT>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(kTileMaxSmem));
     if (e != cudaSuccess) return e;
   }
-  return launch_kernel(quant_gemv_tiles_kernel<T, W>,
+  return launch_kernel(quant_gemv_tiles_kernel<T, W, NT>,
                        dim3(static_cast<unsigned>(p.n / kInt4TileRows)), dim3(W * 32), smem, stream,
                        p, x, y, ldy, static_cast<int>(m), out_f32);
 }
 
+// m <= kTileMaxM activation rows.
 inline cudaError_t launch_gemv_tiles(const QuantPart& p, DType act, const void* x, DType out_dtype,
                                      void* y, int64_t ldy, int64_t m, cudaStream_t stream) {
   cudaError_t err = cudaSuccess;
   const bool f32 = out_dtype == DType::kF32;
   LATHE_DISPATCH_ACT(act, T, {
     const T* xt = static_cast<const T*>(x);
-    err = p.int4_tile_warps == 8 ? launch_tiles<T, 8>(p, xt, y, ldy, m, f32, stream)
-                                 : launch_tiles<T, 4>(p, xt, y, ldy, m, f32, stream);
+    if (m > 8)
+      err = launch_tiles<T, 8, kTileMaxM / 8>(p, xt, y, ldy, m, f32, stream);
+    else if (p.int4_tile_warps == 4)
+      err = launch_tiles<T, 4, 1>(p, xt, y, ldy, m, f32, stream);
+    else
+      err = launch_tiles<T, 8, 1>(p, xt, y, ldy, m, f32, stream);
   });
   return err;
 }

@@ -114,7 +114,7 @@ Status quant_gemv(const QuantPart& p, DType act, const void* x, DType out_dtype,
   if (m <= 0) return Status();
   if (!is_act_dtype(act) || (out_dtype != act && out_dtype != DType::kF32))
     return invalid_argument("quant_gemv: bf16/f16 activations, output of that type or f32");
-  if (m > kQuantGemvMaxM)
+  if (!quant_gemv_takes(p, m))
     return invalid_argument(strformat("quant_gemv: at most %d rows, got %lld", kQuantGemvMaxM,
                                       static_cast<long long>(m)));
   LATHE_RETURN_IF_ERROR(check(p, "quant_gemv"));

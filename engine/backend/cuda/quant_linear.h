@@ -32,6 +32,9 @@
 namespace lathe::cuda {
 
 constexpr int kQuantGemvMaxM = 8;
+// 4-bit parts in the tile layout take quant_gemv up to this batch (the tile kernel reuses each
+// decoded weight for every group of 8 rows); LinearDispatcher runs larger batches in slabs of it.
+constexpr int kTileMaxM = 64;
 
 // One stored part of a projection: its rows [row_offset, row_offset + n) of the projection's
 // output, k inputs, in its format.
@@ -53,7 +56,10 @@ struct QuantPart {
   // kInt 4-bit: codes in the tensor-core tile layout of int4_tiles.h instead of the row layout
   // (set by the upload where int4_tiles_fit); the decode products then run on tensor cores.
   bool int4_tiles = false;
-  int32_t int4_tile_warps = 4;  // warps per block of the tile kernel (its k split): 4, or 8 (A/B)
+  int32_t int4_tile_warps = 8;  // warps per block of the tile kernel (its k split): 8, or 4 (A/B)
+  // The largest batch the tile kernel takes (in slabs of kTileMaxM rows) before the
+  // dequantize-then-GEMM path; LATHE_CUDA_INT4_TILES_MAX_M.
+  int32_t int4_tiles_max_m = 32;
   // Bytes of this part on the device (data and its scales, zero points, g_idx).
   int64_t bytes() const;
 };
@@ -62,8 +68,12 @@ struct QuantPart {
 // not.
 bool quant_part_supported(const QuantPart& p, std::string* why);
 
+// Whether quant_gemv takes part p at batch m: m <= kQuantGemvMaxM, or m <= kTileMaxM for parts the
+// tile kernel takes.
+bool quant_gemv_takes(const QuantPart& p, int64_t m);
+
 // x: [m, k] of `act` (bf16 or f16), 16-byte aligned rows; y: row stride ldy elements of out_dtype
-// (act or f32), the part's columns from row_offset.
+// (act or f32), the part's columns from row_offset. m: see quant_gemv_takes.
 Status quant_gemv(const QuantPart& p, DType act, const void* x, DType out_dtype, void* y,
                   int64_t ldy, int64_t m, cudaStream_t stream);
 

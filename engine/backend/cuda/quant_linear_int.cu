@@ -47,3 +47,13 @@ cudaError_t dequantize_other(int kind, const QuantPart& p, DType act, void* out,
 }
 
 }  // namespace lathe::cuda::quant
+
+namespace lathe::cuda {
+
+bool quant_gemv_takes(const QuantPart& p, int64_t m) {
+  if (m <= kQuantGemvMaxM) return true;
+  return m <= kTileMaxM && !p.one_row_gemv && p.format == WeightFormat::kInt && p.bits == 4 &&
+         quant::tiles_kernel_takes(p);
+}
+
+}  // namespace lathe::cuda
