@@ -30,12 +30,15 @@
 #include "ui/chat/conversation_store.h"
 #include "ui/common/message_banner.h"
 #include "ui/compare/compare_panel.h"
+#include "ui/compare/compare_run.h"
 #include "ui/models/models_panel.h"
 #include "ui/quantize/calibration_page.h"
 #include "ui/quantize/candidate_table_model.h"
 #include "ui/quantize/finished_page.h"
 #include "ui/quantize/goal_page.h"
+#include "ui/quantize/measured_figures.h"
 #include "ui/quantize/output_page.h"
+#include "ui/quantize/quant_output_log.h"
 #include "ui/quantize/quantize_wizard.h"
 #include "ui/quantize/recommendation.h"
 #include "ui/quantize/run_page.h"
@@ -261,6 +264,96 @@ class QuantizeTest : public QObject {
     QCOMPARE(card->property("kldMean").toDouble(), cli["kld"].toObject()["mean"].toDouble());
     QCOMPARE(card->property("top1Agreement").toDouble(), cli["top1_agreement"].toDouble());
     QVERIFY(cli["kld"].toObject()["mean"].toDouble() > 0);
+
+    // The job is remembered, and the next plan of this model shows its quality as measured.
+    const QVector<QuantOutputRecord> log = quantOutputs();
+    QVERIFY(!log.isEmpty());
+    QCOMPARE(log.front().output, out);
+    QCOMPARE(log.front().scheme, QStringLiteral("q4_0"));
+    QVERIFY(log.front().quality.measured);
+    QCOMPARE(log.front().quality.kldMean, card->property("kldMean").toDouble());
+    closeWizard();
+    QuantizeWizard* again = openWizard();
+    QVERIFY(again != nullptr);
+    bool found = false;
+    for (const QuantCandidate& c : again->goalPage()->table()->candidates())
+      if (c.scheme == QLatin1String("q4_0")) {
+        found = true;
+        QCOMPARE(c.qualitySource, QualitySource::kMeasured);
+        QCOMPARE(c.quality, measuredQualityText(log.front().quality));
+      }
+    QVERIFY(found);
+  }
+
+  // The candidate table's measured figures (issue 16): speed from a saved comparison of an earlier
+  // output of the scheme on this device, quality from the job's report or the comparison.
+  void measured_figures_replace_estimates() {
+    QVector<QuantCandidate> cs(3);
+    cs[0].scheme = "q8_0";
+    cs[0].tokensPerSecond = 90.0;
+    cs[1].scheme = "rtn";
+    cs[1].bits = 4;
+    cs[1].tokensPerSecond = 120.0;
+    cs[2].scheme = "q4_0";
+    cs[2].tokensPerSecond = 130.0;
+    const QString model = m_dir.filePath("model.gguf");
+    QVector<QuantOutputRecord> log;
+    log.push_back({model, "q8_0", -1, m_dir.filePath("a-q8_0.gguf"), {}});
+    log.push_back({model, "rtn", 8, m_dir.filePath("a-int8"), {}});  // int8: not the int4 row
+    log.push_back({m_dir.filePath("other.gguf"), "q4_0", -1, m_dir.filePath("b.gguf"), {}});
+    CompareRun old, newer;
+    old.finished = QDateTime::currentDateTimeUtc().addDays(-1);
+    newer.finished = QDateTime::currentDateTimeUtc();
+    CompareVariant ref;
+    ref.path = model;
+    ref.device = "CPU (2 threads, avx2)";
+    ref.batch1TokensPerSec = 20.0;
+    CompareVariant q8 = ref;
+    q8.path = m_dir.filePath("a-q8_0.gguf");
+    q8.batch1TokensPerSec = 31.4;
+    q8.quality.measured = true;
+    q8.quality.kldMean = 0.0123;
+    q8.quality.top1Agreement = 0.971;
+    newer.variants = {ref, q8};
+    CompareVariant q8old = q8;
+    q8old.batch1TokensPerSec = 25.0;
+    old.variants = {ref, q8old};
+    CompareVariant b = ref;  // another model's output, and measured on another device
+    b.path = m_dir.filePath("b.gguf");
+    b.device = "NVIDIA H200 (139.8 GiB)";
+    newer.variants.push_back(b);
+
+    QVector<QuantCandidate> out = cs;
+    applyMeasuredFigures(&out, model, "CPU", log, {newer, old});
+    QCOMPARE(out[0].measuredTokensPerSecond, 31.4);  // the newest run
+    QCOMPARE(out[0].tokensPerSecond, 90.0);          // the estimate stays for the ranking
+    QCOMPARE(out[0].qualitySource, QualitySource::kMeasured);
+    QCOMPARE(out[0].quality, QStringLiteral("KLD 0.0123, top-1 97.1%"));
+    QVERIFY(out[0].speedSource.contains("CPU (2 threads"));
+    QCOMPARE(out[1].measuredTokensPerSecond, 0.0);  // int8 record, int4 candidate
+    QCOMPARE(out[2].measuredTokensPerSecond, 0.0);  // another model's output
+    QCOMPARE(out[2].qualitySource, QualitySource::kNone);
+    // Another device: no speed, the quality still holds.
+    out = cs;
+    applyMeasuredFigures(&out, model, "NVIDIA H200", log, {newer});
+    QCOMPARE(out[0].measuredTokensPerSecond, 0.0);
+    QCOMPARE(out[0].qualitySource, QualitySource::kMeasured);
+    // A variant that failed gives nothing.
+    newer.variants[1].error = "out of memory";
+    out = cs;
+    applyMeasuredFigures(&out, model, "CPU", log, {newer});
+    QCOMPARE(out[0].measuredTokensPerSecond, 0.0);
+    QCOMPARE(out[0].qualitySource, QualitySource::kNone);
+    // The table shows the measured figure and says where it comes from.
+    CandidateTableModel table;
+    out = cs;
+    applyMeasuredFigures(&out, model, "CPU", log, {newer, old});
+    table.setCandidates(out, "CPU");
+    QCOMPARE(table.data(table.index(0, CandidateTableModel::kSpeed)).toString(),
+             QStringLiteral("25.0 (measured)"));
+    QVERIFY(table.data(table.index(0, CandidateTableModel::kSpeed), Qt::ToolTipRole)
+                .toString()
+                .contains("Compare tab"));
   }
 
   void calibrated_gptq_from_the_wizard_loads() {

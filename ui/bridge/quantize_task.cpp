@@ -16,6 +16,9 @@
 #include "ui/bridge/engine_worker.h"
 #include "ui/bridge/quality_eval.h"
 #include "ui/bridge/quantize_plan.h"
+#include "ui/compare/compare_run_store.h"
+#include "ui/quantize/measured_figures.h"
+#include "ui/quantize/quant_output_log.h"
 
 namespace lathe::ui {
 
@@ -50,8 +53,18 @@ void QuantizeTask::planCandidates(const QString& path, const LoadSettings& setti
   const quint64 serial = ++m_planSerial;
   m_pool.start([this, path, settings, device, serial] {
     lowerCurrentThreadPriority();
-    const QuantCandidates c =
-        planQuantCandidates(path, settings, device, estimateBandwidth(device));
+    QuantCandidates c = planQuantCandidates(path, settings, device, estimateBandwidth(device));
+    if (c.error.isEmpty()) {
+      // What earlier jobs and comparisons measured of this model's outputs (file reads: here,
+      // off the GUI thread).
+      QVector<CompareRun> runs;
+      for (const SavedCompareRun& saved : listCompareRuns(defaultCompareRunsFolder(), 32)) {
+        CompareRun run;
+        QString error;
+        if (loadCompareRun(saved.path, &run, &error)) runs.push_back(run);
+      }
+      applyMeasuredFigures(&c.candidates, path, c.bandwidth.deviceLabel, quantOutputs(), runs);
+    }
     QMetaObject::invokeMethod(
         this,
         [this, c, serial] {
@@ -154,6 +167,8 @@ void QuantizeTask::runJob(const QuantizeSpec& spec) {
   o.seconds = q.seconds;
   for (const std::string& n : q.notes) o.notes << QString::fromStdString(n);
   if (!spec.evalText.isEmpty()) o.quality = measureQuality(spec);
+  // Remembered for later plans of this model (measured figures in the candidate table).
+  recordQuantOutput({spec.model, spec.scheme, spec.bits, spec.output, o.quality});
   finish(o);
 }
 

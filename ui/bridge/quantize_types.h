@@ -33,8 +33,13 @@ struct QuantCandidate {
   qint64 expectedBytes = 0;    // the library's planned output size (QuantizeJob::expected_bytes)
   double bitsPerWeight = 0.0;  // expectedBytes × 8 / parameters
   MemoryPlan plan;             // the memory plan with these weights under the current settings
-  // Roofline upper bound of batch-1 decode: bandwidth / bytes read per token (the weights).
+  // Roofline upper bound of batch-1 decode: bandwidth / bytes read per token (the weights). The
+  // recommendation ranks by it (the same estimate for every candidate).
   double tokensPerSecond = 0.0;
+  // What the Compare tab measured of an earlier output of this scheme on this device (0: none),
+  // shown instead of the estimate, and where and when.
+  double measuredTokensPerSecond = 0.0;
+  QString speedSource;
   QString quality;  // "+0.0026 PPL (Llama-3-8B)"
   QualitySource qualitySource = QualitySource::kNone;
   QString qualityCitation;  // where a literature figure comes from

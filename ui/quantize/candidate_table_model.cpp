@@ -72,7 +72,8 @@ QVariant CandidateTableModel::headerData(int section, Qt::Orientation orientatio
       case kSpeed:
         return tr(
             "Roofline ceiling of single-request decoding: memory bandwidth / bytes read "
-            "per token (every weight once). Real speed is lower.");
+            "per token (every weight once); real speed is lower. \"measured\": the Compare "
+            "tab's batch-1 figure for an earlier output of this scheme on this device.");
       case kQuality:
         return tr(
             "Perplexity increase or accuracy recovery over the original. \"literature\": a "
@@ -96,6 +97,7 @@ QVariant CandidateTableModel::data(const QModelIndex& index, int role) const {
     if (!c.enabled) return c.disabledReason;
     if (index.column() == kQuality && !c.qualityCitation.isEmpty()) return c.qualityCitation;
     if (index.column() == kFits) return c.plan.verdictText;
+    if (index.column() == kSpeed && c.measuredTokensPerSecond > 0.0) return c.speedSource;
     return c.description;
   }
   if (role == Qt::UserRole) {
@@ -135,6 +137,8 @@ QVariant CandidateTableModel::data(const QModelIndex& index, int role) const {
       }
       return {};
     case kSpeed:
+      if (c.measuredTokensPerSecond > 0.0)
+        return tr("%1 (measured)").arg(c.measuredTokensPerSecond, 0, 'f', 1);
       return planned && c.tokensPerSecond > 0 ? QString::number(c.tokensPerSecond, 'f', 0)
                                               : QStringLiteral("—");
     case kQuality:

@@ -100,8 +100,9 @@ void GoalPage::setCandidates(const QuantCandidates& candidates) {
                        "the load settings of the Models page.")
                         .arg(candidates.model.name, candidates.model.dtype,
                              formatCount(candidates.model.numParameters)));
-  m_bandwidth->setText(tr("Speed: %1 — %2. Quality: published figures for other models "
-                          "(\"literature\") until lathe eval measures this one.")
+  m_bandwidth->setText(tr("Speed: %1 — %2, or \"measured\" by the Compare tab. Quality: "
+                          "published figures for other models (\"literature\") until lathe eval "
+                          "measures this one's outputs (\"measured\").")
                            .arg(candidates.bandwidth.deviceLabel, candidates.bandwidth.how));
   updateRecommendation();
 }
