@@ -29,6 +29,7 @@ struct ServeFlags {
   int port = 8000;
   std::string api_key;
   std::vector<std::string> allowed_origins;
+  std::vector<std::string> allowed_hosts;
   std::string served_model_name;
   std::string max_body_size = "32MiB";
   int max_waiting_requests = 4096;
@@ -122,6 +123,7 @@ int run_serve(EngineFlags& engine_flags, const ServeFlags& f) {
   sc.port = f.port;
   sc.api_key = f.api_key;
   sc.allowed_origins = f.allowed_origins;
+  sc.allowed_hosts = f.allowed_hosts;
   sc.served_model_name = config->served_model_name;
   sc.max_body_bytes = body_limit;
   sc.max_connections = f.max_connections;
@@ -175,6 +177,10 @@ void register_serve(CLI::App& app, int* exit_code) {
   cmd->add_option("--allowed-origins", flags->allowed_origins,
                   "origins whose web pages may call the API (CORS), e.g. http://localhost:3000, "
                   "or '*'; by default requests from web pages get 403")
+      ->delimiter(',');
+  cmd->add_option("--allowed-hosts", flags->allowed_hosts,
+                  "host names requests may be addressed to besides localhost/127.0.0.1/[::1], or "
+                  "'*'; on a loopback bind other Host headers get 403 (DNS rebinding)")
       ->delimiter(',');
   cmd->add_option("--served-model-name", flags->served_model_name,
                   "the model name clients send and see (default: the model file or folder name)");

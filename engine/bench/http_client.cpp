@@ -313,8 +313,12 @@ Result<HttpClientResponse> HttpConnection::request(const HttpClientRequest& req,
                                                    const BodyCallback& on_body) {
   std::string head = req.method + " " + url_.base_path + req.path + " HTTP/1.1\r\n";
   const bool v6 = url_.host.find(':') != std::string::npos;
-  head +=
-      strformat("Host: %s%s%s:%d\r\n", v6 ? "[" : "", url_.host.c_str(), v6 ? "]" : "", url_.port);
+  // The URL's host and port, unless the caller names another Host.
+  const bool has_host = std::any_of(req.headers.begin(), req.headers.end(),
+                                    [](const auto& h) { return iequals(h.first, "Host"); });
+  if (!has_host)
+    head += strformat("Host: %s%s%s:%d\r\n", v6 ? "[" : "", url_.host.c_str(), v6 ? "]" : "",
+                      url_.port);
   bool has_accept = false;
   for (const auto& [k, v] : req.headers) {
     head += k + ": " + v + "\r\n";

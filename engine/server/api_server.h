@@ -36,6 +36,9 @@ struct ServerConfig {
   // any. Empty: no CORS headers, and a request with an Origin header gets 403
   // (server_security.h).
   std::vector<std::string> allowed_origins;
+  // Host names requests may be addressed to besides loopback ones ("*": any); on a loopback bind
+  // other Host headers get 403 (DNS rebinding, server_security.h).
+  std::vector<std::string> allowed_hosts;
   std::string served_model_name;  // empty: the engine's served_model_name, else the model's name
   int64_t max_body_bytes = 32ll << 20;  // larger request bodies get 413
   int32_t max_connections = 2048;       // connections served at once (a thread each)

@@ -54,6 +54,22 @@ HttpHandler authenticated(const ServerContext& ctx, HttpHandler handler) {
   };
 }
 
+// Wraps `handler` with the Host check (server_security.h: DNS rebinding).
+HttpHandler host_checked(const ServerContext& ctx, HttpHandler handler) {
+  return [&ctx, handler = std::move(handler)](const HttpRequest& req) {
+    const std::string host = req.header("Host");
+    if (host_allowed(ctx.config, host)) return handler(req);
+    ApiError e;
+    e.status = 403;
+    e.code = "host_not_allowed";
+    e.message = "Requests addressed to '" + host + "' are refused: this server listens on " +
+                ctx.config.host +
+                " and answers requests for localhost, 127.0.0.1 or [::1] only (a guard against "
+                "DNS rebinding). To use another name, start it with --allowed-hosts NAME.";
+    return error_response(e);
+  };
+}
+
 // Wraps `handler` with the browser-origin policy (server_security.h): no Origin header passes;
 // an allowed origin passes and gets Access-Control-Allow-Origin; any other gets 403.
 HttpHandler origin_checked(const ServerContext& ctx, HttpHandler handler) {
@@ -226,17 +242,18 @@ HttpResponse handle_detokenize(ServerContext& ctx, const HttpRequest& req) {
 }  // namespace
 
 void register_routes(HttpServer& raw_http, ServerContext& ctx) {
-  // Every route goes through the origin policy; with --allowed-origins each also answers the
-  // CORS preflight (OPTIONS).
+  // Every route goes through the Host check and the origin policy; with --allowed-origins each
+  // also answers the CORS preflight (OPTIONS).
   struct OriginCheckedRoutes {
     HttpServer& http;
     ServerContext& ctx;
     void set_error_responder(HttpErrorResponder r) { http.set_error_responder(std::move(r)); }
     void add_route(const std::string& method, const std::string& path, HttpHandler handler) {
-      http.add_route(method, path, origin_checked(ctx, std::move(handler)));
+      http.add_route(method, path, host_checked(ctx, origin_checked(ctx, std::move(handler))));
       if (!ctx.config.allowed_origins.empty() && method != "OPTIONS")
-        http.add_route("OPTIONS", path,
-                       [&c = ctx](const HttpRequest& req) { return preflight(c, req); });
+        http.add_route("OPTIONS", path, host_checked(ctx, [&c = ctx](const HttpRequest& req) {
+                         return preflight(c, req);
+                       }));
     }
   } http{raw_http, ctx};
   http.set_error_responder([](int status, const std::string& message) {

@@ -1,6 +1,7 @@
 #include "engine/server/server_security.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include "engine/core/strings.h"
 #include "engine/server/api_server.h"
@@ -20,9 +21,56 @@ bool equal_constant_time(std::string_view a, std::string_view b) {
   return acc == 0;
 }
 
+namespace {
+
+// A dotted-quad IPv4 address whose first number is 127 (not a DNS name that starts "127.").
+bool is_ipv4_loopback(std::string_view host) {
+  int parts = 0;
+  size_t i = 0;
+  while (i <= host.size()) {
+    const size_t dot = std::min(host.find('.', i), host.size());
+    const std::string_view p = host.substr(i, dot - i);
+    if (p.empty() || p.size() > 3 || p.find_first_not_of("0123456789") != std::string_view::npos)
+      return false;
+    const int v = std::stoi(std::string(p));
+    if (v > 255 || (parts == 0 && v != 127)) return false;
+    ++parts;
+    i = dot + 1;
+  }
+  return parts == 4;
+}
+
+// The name in a Host header value: "localhost:8000" -> "localhost", "[::1]:8000" -> "[::1]",
+// lower-cased, without a trailing dot.
+std::string host_name_of(std::string_view value) {
+  std::string_view v = trim(value);
+  if (!v.empty() && v.front() == '[') {
+    const size_t close = v.find(']');
+    v = close == std::string_view::npos ? v : v.substr(0, close + 1);
+  } else if (const size_t colon = v.rfind(':');
+             colon != std::string_view::npos && v.find(':') == colon) {
+    v = v.substr(0, colon);
+  }
+  std::string name(v);
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (!name.empty() && name.back() == '.') name.pop_back();
+  return name;
+}
+
+}  // namespace
+
 bool is_loopback_host(std::string_view host) {
-  return host == "127.0.0.1" || host == "localhost" || host == "::1" || host == "[::1]" ||
-         starts_with(host, "127.");
+  return host == "localhost" || host == "::1" || host == "[::1]" || is_ipv4_loopback(host);
+}
+
+bool host_allowed(const ServerConfig& config, std::string_view host_header) {
+  if (trim(host_header).empty()) return true;  // HTTP/1.0 clients send none
+  const std::string name = host_name_of(host_header);
+  for (const std::string& a : config.allowed_hosts)
+    if (a == "*" || iequals(a, name)) return true;
+  if (!is_loopback_host(config.host)) return config.allowed_hosts.empty();
+  return is_loopback_host(name);
 }
 
 std::string exposure_warning(const ServerConfig& config) {

@@ -25,6 +25,7 @@
 #include "engine/bench/http_client.h"
 #include "engine/bench/sse_parser.h"
 #include "engine/core/strings.h"
+#include "engine/server/api_server.h"
 
 namespace lathe::test {
 
@@ -56,6 +57,16 @@ inline HttpClientResponse http_call(const Url& url, const std::string& method,
     return failed;
   }
   return std::move(r).value();
+}
+
+// An ApiServer on 127.0.0.1 and a free port, request log off; qFatal when it does not start.
+inline std::unique_ptr<ApiServer> start_server(Engine& engine, ServerConfig config = {}) {
+  config.host = "127.0.0.1";
+  config.port = 0;
+  config.log_requests = false;
+  Result<std::unique_ptr<ApiServer>> s = ApiServer::start(engine, config);
+  if (!s.is_ok()) qFatal("server did not start: %s", s.status().message().c_str());
+  return std::move(s).value();
 }
 
 inline json parse_json(const std::string& s) {
