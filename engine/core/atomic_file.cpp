@@ -1,6 +1,7 @@
 #include "engine/core/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -30,7 +31,41 @@ Status os_failure(const std::string& what, int err) {
   return io_error(m);
 }
 
+// The pid in "<name>.tmp-<pid>" or "<name>.tmp-<pid>-<n>" (`rest` is what follows ".tmp-"), or
+// -1 when `rest` is not of that form.
+long temporary_pid(std::string_view rest) {
+  const size_t dash = rest.find('-');
+  const std::string_view pid = rest.substr(0, dash);
+  const std::string_view n =
+      dash == std::string_view::npos ? std::string_view() : rest.substr(dash + 1);
+  auto digits = [](std::string_view v) {
+    return !v.empty() && v.size() <= 10 &&
+           v.find_first_not_of("0123456789") == std::string_view::npos;
+  };
+  if (!digits(pid) || (dash != std::string_view::npos && !digits(n))) return -1;
+  return std::stol(std::string(pid));
+}
+
 }  // namespace
+
+std::vector<std::string> remove_stale_temporaries(const std::string& path) {
+  std::vector<std::string> removed;
+  const fs::path target = fs::absolute(fs::path(path));
+  const std::string prefix = target.filename().string() + ".tmp-";
+  std::error_code ec;
+  for (fs::directory_iterator it(target.parent_path(), ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    const long pid = temporary_pid(std::string_view(name).substr(prefix.size()));
+    if (pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // still running
+    std::error_code rm;
+    fs::remove_all(it->path(), rm);
+    if (!rm) removed.push_back(it->path().string());
+  }
+  return removed;
+}
 
 Status fsync_path(const std::string& path, bool directory) {
   const int fd = ::open(path.c_str(), directory ? (O_RDONLY | O_DIRECTORY) : O_RDONLY);
@@ -47,6 +82,7 @@ Status fsync_path(const std::string& path, bool directory) {
 
 Status write_file_atomically(const std::string& path, std::string_view contents) {
   static std::atomic<int> counter{0};
+  remove_stale_temporaries(path);
   const std::string temp =
       strformat("%s.tmp-%d-%d", path.c_str(), static_cast<int>(::getpid()), counter.fetch_add(1));
   const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

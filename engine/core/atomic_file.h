@@ -7,6 +7,7 @@
 #pragma once
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "engine/core/status.h"
 
@@ -17,10 +18,17 @@ namespace lathe {
 Status fsync_path(const std::string& path, bool directory);
 
 // Replaces (or creates) `path` with `contents` atomically (see the file comment). The temporary
-// is "<path>.tmp-<pid>-<n>"; it is removed when any step fails. Errors (kIoError, or
+// is "<path>.tmp-<pid>-<n>"; it is removed when any step fails, and stale ones of killed writers
+// are removed first (remove_stale_temporaries). Errors (kIoError, or
 // kResourceExhausted for a full disk) name the file and the OS reason; the previous file is then
 // untouched.
 Status write_file_atomically(const std::string& path, std::string_view contents);
+
+// Removes what killed writers of `path` left next to it: "<name>.tmp-<pid>" and
+// "<name>.tmp-<pid>-<n>" (files, or folders of a quantized model) whose process <pid> no longer
+// runs. A temporary of a running process (a writer at work) is kept. Returns the removed paths;
+// what cannot be removed is left, silently (the next write tries again).
+std::vector<std::string> remove_stale_temporaries(const std::string& path);
 
 // Moves a file that could not be read out of the way, as "<path>.corrupt-<YYYYmmdd-HHMMSS>"
 // (plus "-<n>" if that exists), so the reader can go on, nothing is lost, and the user can look

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/core/atomic_file.h"
+#include "engine/core/log.h"
 #include "engine/core/strings.h"
 
 namespace lathe {
@@ -66,6 +67,9 @@ Result<AtomicOutput> AtomicOutput::begin(const std::string& final_path, bool is_
   out.force_ = force;
   std::error_code ec;
   fs::remove_all(out.temp_, ec);  // a leftover of a crashed run with the same pid
+  // Leftovers of killed runs (possibly gigabytes of a half-written model), said once each.
+  for (const std::string& stale : remove_stale_temporaries(final_path))
+    log_info("removed the leftover of an interrupted run: " + stale);
   if (is_folder && !fs::create_directory(out.temp_, ec))
     return io_error(out.temp_ + ": cannot create the folder: " + ec.message());
   return out;

@@ -8,6 +8,10 @@
 #include <thread>
 #include <vector>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "engine/core/atomic_file.h"
 #include "engine/core/dtype.h"
 #include "engine/core/half.h"
 #include "engine/core/mapped_file.h"
@@ -144,6 +148,37 @@ class CoreTest : public QObject {
     QCOMPARE(f.value()->size(), size_t{8});
     QVERIFY(std::memcmp(f.value()->data(), "GGUF", 4) == 0);
     QFile::remove(path);
+  }
+
+  // What killed writers left ("<name>.tmp-<pid>[-<n>]" of a process that is gone) is removed by
+  // the next write of the same file; a running writer's, another file's and odd names stay.
+  void stale_temporaries_of_killed_writers_are_removed() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const pid_t child = ::fork();
+    if (child == 0) ::_exit(0);
+    QVERIFY(child > 0);
+    ::waitpid(child, nullptr, 0);  // a pid that no longer runs
+    const std::string base = dir.filePath("out.json").toStdString();
+    const std::string dead = std::to_string(child), live = std::to_string(::getppid());
+    auto touch = [](const std::string& p) { std::ofstream(p) << "half"; };
+    touch(base + ".tmp-" + dead + "-3");
+    QVERIFY(QDir().mkpath(QString::fromStdString(base + ".tmp-" + dead)));  // a model folder
+    touch(base + ".tmp-" + dead + "/model.safetensors");
+    touch(base + ".tmp-" + live + "-1");                                 // a writer at work
+    touch(base + ".tmp-abc");                                            // not ours
+    touch(dir.filePath("other.json.tmp-").toStdString() + dead + "-1");  // another file's
+    LATHE_QVERIFY_OK(write_file_atomically(base, "new"));
+    QVERIFY(!QFile::exists(QString::fromStdString(base + ".tmp-" + dead + "-3")));
+    QVERIFY(!QFile::exists(QString::fromStdString(base + ".tmp-" + dead)));
+    QVERIFY(QFile::exists(QString::fromStdString(base + ".tmp-" + live + "-1")));
+    QVERIFY(QFile::exists(QString::fromStdString(base + ".tmp-abc")));
+    QVERIFY(QFile::exists(dir.filePath("other.json.tmp-") + QString::fromStdString(dead + "-1")));
+    std::ifstream in(base);
+    std::string text;
+    in >> text;
+    QCOMPARE(text, std::string("new"));
+    QVERIFY(remove_stale_temporaries(base).empty());  // nothing left to remove
   }
 };
 
