@@ -221,6 +221,8 @@ class CompareTest : public QObject {
     QVERIFY(m_panel->verdict().contains("smol-q8_0.gguf"));
     // Exports: CSV has a header and one line per variant × level; JSON has every number.
     for (const CompareVariant& v : vs) QVERIFY(v.device.startsWith("CPU"));
+    QCOMPARE(m_panel->results()->data(m_panel->results()->index(1, CompareResultsModel::kDevice)),
+             QVariant(vs[1].device));  // the table says where each variant was measured
     // The finished run was saved under the app's data folder and reopens identical, in a new tab
     // as well.
     const QString savedPath = saved.first().first().toString();

@@ -67,10 +67,18 @@ int CompareResultsModel::columnCount(const QModelIndex& parent) const {
 
 QVariant CompareResultsModel::headerData(int section, Qt::Orientation orientation, int role) const {
   if (orientation != Qt::Horizontal) return {};
-  static const char* const kNames[kColumnCount] = {
-      "Model",           "Storage", "Size",          "Bits/weight",    "KV cache",
-      "Batch-1 tok/s",   "Latency", "Prefill tok/s", "TTFT (batch 1)", "Peak output tok/s",
-      "Quality vs first"};
+  static const char* const kNames[kColumnCount] = {"Model",
+                                                   "Storage",
+                                                   "Size",
+                                                   "Bits/weight",
+                                                   "KV cache",
+                                                   "Batch-1 tok/s",
+                                                   "Latency",
+                                                   "Prefill tok/s",
+                                                   "TTFT (batch 1)",
+                                                   "Peak output tok/s",
+                                                   "Quality vs first",
+                                                   "Device"};
   static const char* const kTips[kColumnCount] = {
       "The model file or folder.",
       "How its weights are stored.",
@@ -83,7 +91,8 @@ QVariant CompareResultsModel::headerData(int section, Qt::Orientation orientatio
       "Median time to first token of one request.",
       "Highest output throughput of the serving sweep, and at which concurrency.",
       "Mean KL divergence from the first model and top-1 agreement with it on held-out text "
-      "(lathe eval; perplexities in the tooltip)."};
+      "(lathe eval; perplexities in the tooltip).",
+      "Where it was measured: the engine's device."};
   if (section < 0 || section >= kColumnCount) return {};
   if (role == Qt::DisplayRole) return tr(kNames[section]);
   if (role == Qt::ToolTipRole) return tr(kTips[section]);
@@ -135,6 +144,8 @@ QVariant CompareResultsModel::data(const QModelIndex& index, int role) const {
         return tr("KLD %1, top-1 %2%")
             .arg(num(v.quality.kldMean, 4), num(100.0 * v.quality.top1Agreement, 1));
       return v.quality.error.isEmpty() ? tr("—") : tr("— (%1)").arg(v.quality.error);
+    case kDevice:
+      return v.device;
   }
   return {};
 }

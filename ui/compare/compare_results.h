@@ -27,6 +27,7 @@ class CompareResultsModel : public QAbstractTableModel {
     kTtft,
     kPeakThroughput,
     kQuality,
+    kDevice,
     kColumnCount
   };
 
