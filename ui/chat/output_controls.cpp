@@ -17,7 +17,7 @@ QPlainTextEdit* makeJsonEditor(const QString& name, const QString& placeholder) 
   edit->setObjectName(name);
   edit->setPlaceholderText(placeholder);
   edit->setFont(QFontDatabase::systemFont(QFontDatabase::FixedFont));
-  edit->setLineWrapMode(QPlainTextEdit::NoWrap);
+  edit->setWordWrapMode(QTextOption::WrapAtWordBoundaryOrAnywhere);  // the panel is narrow
   edit->setTabChangesFocus(true);
   edit->setMaximumHeight(edit->fontMetrics().lineSpacing() * 8);
   return edit;

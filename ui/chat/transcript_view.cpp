@@ -49,7 +49,7 @@ QString TranscriptView::formatStats(const GenerationStats& s) {
 }
 
 QString TranscriptView::toolCallMarkdown(const ChatToolCall& call) {
-  return QStringLiteral("🔧 **Call** `%1` · id `%2`\n\n```json\n%3\n```\n\n")
+  return QStringLiteral("**Call** `%1` · id `%2`\n\n```json\n%3\n```\n\n")
       .arg(call.name, call.id, prettyJson(call.arguments));
 }
 
