@@ -9,6 +9,7 @@
 // with its own state).
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -31,5 +32,22 @@ class TokenConstraint {
   virtual std::shared_ptr<const TokenMask> allowed(int32_t state,
                                                    std::span<const TokenId> end_ids) = 0;
 };
+
+// Whether `mask` allows some token that is not among `ids`. min_tokens yields to a grammar with
+// it: EOS and stop ids stay banned while the grammar allows anything else, and are allowed once
+// it allows nothing else (the output is complete and cannot continue), so such a request ends
+// with "stop" instead of sampling from an all-masked row.
+inline bool mask_allows_other_than(const TokenMask& mask, std::span<const TokenId> ids) {
+  int64_t allowed = 0;
+  for (const uint32_t word : mask) allowed += std::popcount(word);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const TokenId t = ids[i];
+    bool repeated = false;
+    for (size_t j = 0; j < i && !repeated; ++j) repeated = ids[j] == t;
+    const size_t w = static_cast<size_t>(t) >> 5;
+    if (!repeated && t >= 0 && w < mask.size() && ((mask[w] >> (t & 31)) & 1u) != 0) --allowed;
+  }
+  return allowed > 0;
+}
 
 }  // namespace lathe

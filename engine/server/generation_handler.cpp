@@ -9,6 +9,7 @@
 #include "engine/server/guided_decoding.h"
 #include "engine/server/openai_response.h"
 #include "engine/server/request_stream.h"
+#include "engine/server/tool_reply.h"
 
 namespace lathe {
 namespace {
@@ -137,46 +138,6 @@ RequestUsage combined_usage(const RequestStream& stream) {
   }
   return u;
 }
-
-// A choice's reply when the request uses tools: content goes out as long as no call can have
-// begun; what may be a call is held back and parsed at the end (tool_calls.h).
-class ToolReply {
- public:
-  ToolReply(const OpenAiRequest& r, ToolSyntax syntax)
-      : syntax_(syntax),
-        forced_(r.tool_choice == ToolChoice::kRequired || r.tool_choice == ToolChoice::kNamed),
-        named_(r.tool_choice == ToolChoice::kNamed ? r.tool_choice_name : std::string()),
-        names_(r.tool_names) {}
-
-  // The part of the text so far that is surely content and not sent yet.
-  std::string feed(const std::string& text) {
-    held_ += text;
-    size_t safe = 0;
-    if (!forced_)
-      safe = syntax_ == ToolSyntax::kLlama3 && sent_any_ ? held_.size()
-                                                         : tool_call_safe_prefix(syntax_, held_);
-    std::string out = held_.substr(0, safe);
-    held_.erase(0, safe);
-    sent_any_ |= !out.empty();
-    return out;
-  }
-  // At the end: the rest of the content and the calls.
-  ParsedReply finish() {
-    if (!forced_) return parse_tool_calls(syntax_, held_, names_);
-    ParsedReply r;
-    r.calls = parse_forced_calls(held_, named_);
-    if (r.calls.empty()) r.content = held_;  // cut short: no complete call
-    return r;
-  }
-
- private:
-  ToolSyntax syntax_;
-  bool forced_;
-  std::string named_;
-  std::vector<std::string> names_;
-  std::string held_;
-  bool sent_any_ = false;
-};
 
 // One submitted request (n engine requests, one per choice) and what its connection thread needs
 // to answer it. finish() does the bookkeeping exactly once: the log entry, the active set; if the

@@ -72,10 +72,34 @@ struct ServeSettings {
   QString apiKey;   // empty: no authentication
 };
 
+// A function call the model made (OpenAI's tool_calls entry).
+struct ChatToolCall {
+  QString id;         // what the tool result answers (tool_call_id)
+  QString name;       // the function
+  QString arguments;  // JSON text of an object, as the model wrote it
+};
+
 // One chat message as the engine's chat template sees it.
 struct ChatTurn {
-  QString role;  // "system", "user", "assistant"
+  QString role;  // "system", "user", "assistant", "tool"
   QString content;
+  QVector<ChatToolCall> toolCalls;  // assistant: the calls it made
+  QString toolCallId;               // tool: the call this result answers
+  QString toolName;                 // tool: the function that produced it
+};
+
+// What the chat asks for beyond plain text: structured output and tools, checked and compiled by
+// the same code as the server's response_format / tools (so the same problems get the same
+// messages).
+struct ChatOutputSettings {
+  bool jsonOutput = false;  // constrain the reply to JSON
+  QString jsonSchema;       // the schema it must validate against; blank: any JSON object
+  QString tools;            // OpenAI tool definitions (a JSON array); blank: none
+  QString toolChoice = QStringLiteral("auto");  // "auto", "required" or "none"
+
+  bool usesTools() const { return !tools.trimmed().isEmpty(); }
+  bool isPlain() const { return !jsonOutput && !usesTools(); }
+  bool operator==(const ChatOutputSettings&) const = default;
 };
 
 // Sampling controls exposed in the chat panel (OpenAI / vLLM semantics).
@@ -92,6 +116,14 @@ struct SamplingSettings {
 struct GenerationRequest {
   QVector<ChatTurn> messages;  // rendered through the model's chat template
   SamplingSettings sampling;
+  ChatOutputSettings output;
+};
+
+// A finished reply of a request with tools, parsed as the server parses it: the text outside the
+// calls and the calls.
+struct ChatToolReply {
+  QString content;
+  QVector<ChatToolCall> calls;
 };
 
 // What a finished generation reports (kept with each chat reply).
@@ -158,4 +190,5 @@ struct MetricsSample {
 Q_DECLARE_METATYPE(lathe::ui::MetricsSample)
 Q_DECLARE_METATYPE(lathe::ui::ModelSummary)
 Q_DECLARE_METATYPE(lathe::ui::GenerationStats)
+Q_DECLARE_METATYPE(lathe::ui::ChatToolReply)
 Q_DECLARE_METATYPE(lathe::ui::RequestLogEntry)

@@ -21,6 +21,7 @@ std::map<QString, ModelFacts>& factsCache() {
 EngineBridge::EngineBridge(QObject* parent) : QObject(parent) {
   qRegisterMetaType<ModelSummary>();
   qRegisterMetaType<GenerationStats>();
+  qRegisterMetaType<ChatToolReply>();
   qRegisterMetaType<RequestLogEntry>();
   qRegisterMetaType<MetricsSample>();
   qRegisterMetaType<MemoryPlan>();

@@ -92,6 +92,9 @@ class EngineBridge : public QObject {
   void modelUnloaded();
   void generationDelta(quint64 ticket, const QString& text);
   void generationFinished(quint64 ticket, const lathe::ui::GenerationStats& stats);
+  // Requests with tools: the reply parsed into content and calls, just before generationFinished.
+  // Deltas carry only the text that surely is content.
+  void generationToolReply(quint64 ticket, const lathe::ui::ChatToolReply& reply);
   void metricsSampled(const lathe::ui::MetricsSample& sample);
   void serverStarted(const QString& url);
   void serverFailed(const QString& message);

@@ -4,6 +4,7 @@
 #include <QTimer>
 
 #include <chrono>
+#include <optional>
 
 #ifdef __linux__
 #include <sys/resource.h>
@@ -13,6 +14,9 @@
 
 #include "engine/runtime/runner_factory.h"
 #include "engine/server/api_server.h"
+#include "engine/server/in_process_chat.h"
+#include "engine/server/tool_reply.h"
+#include "ui/bridge/chat_request.h"
 #include "ui/bridge/engine_bridge.h"
 #include "ui/bridge/model_summary.h"
 
@@ -27,7 +31,25 @@ struct PendingStream {
   std::mutex mutex;
   std::string text;
   bool deliveryPosted = false;
+  std::optional<ToolReply> tools;  // requests with tools: what may be a call is held back
+  std::string content;             // requests with tools: the content passed on so far
 };
+
+bool needsServerPath(const GenerationRequest& r) {
+  if (!r.output.isPlain()) return true;
+  for (const ChatTurn& t : r.messages)
+    if (!t.toolCalls.isEmpty() || t.role == QLatin1String("tool")) return true;
+  return false;
+}
+
+ChatToolReply toolReplyOf(std::string content, const ParsedReply& parsed) {
+  ChatToolReply reply;
+  reply.content = QString::fromStdString(content + parsed.content).trimmed();
+  for (const ToolCall& c : parsed.calls)
+    reply.calls.push_back({QString::fromStdString(c.id), QString::fromStdString(c.name),
+                           QString::fromStdString(c.arguments)});
+  return reply;
+}
 
 // "CPU (1 threads, avx2)", "cuda:0 NVIDIA H200": what the engine reports, else the device kind.
 QString deviceLabel(const Engine& engine) {
@@ -114,6 +136,7 @@ void EngineWorker::load(const QString& path, const LoadSettings& settings, int c
     return;
   }
   m_engine = std::move(created).value();
+  m_chat = std::make_unique<InProcessChat>(*m_engine);
   ModelSummary summary = summarizeReport(build_model_report(m_engine->model(), ReportOptions{}));
   summary.path = path;
   const QString kv = QString::fromStdString(m_engine->kv_plan().summary());
@@ -145,6 +168,7 @@ void EngineWorker::unloadInternal(bool announce) {
   if (m_metricsTimer->isActive()) m_metricsTimer->stop();
   if (m_engine) {
     m_engine->shutdown();  // every open stream ends with reason "abort"
+    m_chat.reset();
     m_engine.reset();
   }
   if (!announce) return;
@@ -174,8 +198,21 @@ void EngineWorker::generate(quint64 ticket, const GenerationRequest& request) {
     return;
   }
   RequestSpec spec;
-  for (const ChatTurn& t : request.messages)
-    spec.messages.push_back({t.role.toStdString(), t.content.toStdString()});
+  std::optional<ToolReply> tools;
+  if (needsServerPath(request)) {
+    // Structured output and tools: the server's own request path, so the same schema or tool list
+    // gives the same grammar, the same prompt and the same errors.
+    Result<OpenAiRequest> prepared = m_chat->prepare(chatRequestBody(request).toStdString());
+    if (!prepared.is_ok()) {
+      fail(QString::fromStdString(prepared.status().message()));
+      return;
+    }
+    if (prepared->uses_tools()) tools.emplace(*prepared, m_chat->tool_syntax());
+    spec = std::move(prepared->spec);
+  } else {
+    for (const ChatTurn& t : request.messages)
+      spec.messages.push_back({t.role.toStdString(), t.content.toStdString()});
+  }
   const SamplingSettings& s = request.sampling;
   spec.sampling.temperature = static_cast<float>(s.temperature);
   spec.sampling.top_p = static_cast<float>(s.topP);
@@ -187,6 +224,7 @@ void EngineWorker::generate(quint64 ticket, const GenerationRequest& request) {
   spec.client_id = QStringLiteral("studio-%1").arg(ticket).toStdString();
 
   auto pending = std::make_shared<PendingStream>();
+  pending->tools = std::move(tools);
   EngineBridge* bridge = m_bridge;
   // Delivers the buffered text (GUI thread).
   auto deliver = [bridge, ticket, pending] {
@@ -200,9 +238,17 @@ void EngineWorker::generate(quint64 ticket, const GenerationRequest& request) {
   };
   auto onEvent = [this, bridge, ticket, pending, deliver](const StreamEvent& ev) {
     bool postDelivery = false;
+    std::optional<ChatToolReply> reply;
     {
       std::lock_guard<std::mutex> lock(pending->mutex);
-      pending->text += ev.text;
+      if (pending->tools) {
+        const std::string content = pending->tools->feed(ev.text);
+        pending->text += content;
+        pending->content += content;
+        if (ev.finished) reply = toolReplyOf(pending->content, pending->tools->finish());
+      } else {
+        pending->text += ev.text;
+      }
       if (!ev.finished && !pending->text.empty() && !pending->deliveryPosted) {
         pending->deliveryPosted = true;
         postDelivery = true;
@@ -210,15 +256,18 @@ void EngineWorker::generate(quint64 ticket, const GenerationRequest& request) {
     }
     if (postDelivery) QMetaObject::invokeMethod(bridge, deliver, Qt::QueuedConnection);
     if (ev.finished) {
-      const GenerationStats stats = statsFromEvent(ev);
+      GenerationStats stats = statsFromEvent(ev);
+      if (reply && !reply->calls.isEmpty() && stats.finishReason == QLatin1String("stop"))
+        stats.finishReason = QStringLiteral("tool_calls");
       {
         std::lock_guard<std::mutex> lock(m_ticketsMutex);
         m_tickets.erase(ticket);
       }
       QMetaObject::invokeMethod(
           bridge,
-          [bridge, ticket, stats, deliver] {
+          [bridge, ticket, stats, deliver, reply] {
             deliver();  // the last text before the finish
+            if (reply) emit bridge->generationToolReply(ticket, *reply);
             emit bridge->generationFinished(ticket, stats);
           },
           Qt::QueuedConnection);

@@ -18,6 +18,7 @@ class QTimer;
 namespace lathe {
 class ApiServer;
 class Engine;
+class InProcessChat;
 }  // namespace lathe
 
 namespace lathe::ui {
@@ -57,6 +58,8 @@ class EngineWorker : public QObject {
   EngineBridge* m_bridge;
   std::unique_ptr<lathe::Engine> m_engine;
   std::unique_ptr<lathe::ApiServer> m_server;
+  // The server's request path for chats with structured output or tools (while m_engine lives).
+  std::unique_ptr<lathe::InProcessChat> m_chat;
   QTimer* m_metricsTimer = nullptr;
   uint64_t m_ttftCursor = 0;
   uint64_t m_finishedCursor = 0;

@@ -17,6 +17,7 @@
 
 #include "ui/bridge/engine_bridge.h"
 #include "ui/chat/conversation_store.h"
+#include "ui/chat/output_controls.h"
 #include "ui/chat/sampling_controls.h"
 #include "ui/chat/transcript_view.h"
 #include "ui/common/message_banner.h"
@@ -145,13 +146,22 @@ ChatPanel::ChatPanel(EngineBridge* bridge, ConversationStore* store, QWidget* pa
   centerLayout->addLayout(buttons);
   splitter->addWidget(center);
 
-  // Right: sampling.
+  // Right: sampling, then structured output and tools.
+  auto* right = new QWidget;
+  auto* rightLayout = new QVBoxLayout(right);
+  rightLayout->setContentsMargins(0, 0, 0, 0);
   auto* samplingBox = new QGroupBox(tr("Sampling"));
   auto* samplingLayout = new QVBoxLayout(samplingBox);
   m_sampling = new SamplingControls;
   samplingLayout->addWidget(m_sampling);
-  samplingLayout->addStretch(1);
-  splitter->addWidget(samplingBox);
+  rightLayout->addWidget(samplingBox);
+  auto* outputBox = new QGroupBox(tr("Output"));
+  auto* outputLayout = new QVBoxLayout(outputBox);
+  m_output = new OutputControls;
+  outputLayout->addWidget(m_output);
+  rightLayout->addWidget(outputBox);
+  rightLayout->addStretch(1);
+  splitter->addWidget(right);
   splitter->setStretchFactor(0, 1);
   splitter->setStretchFactor(1, 4);
   splitter->setStretchFactor(2, 1);
@@ -186,6 +196,12 @@ ChatPanel::ChatPanel(EngineBridge* bridge, ConversationStore* store, QWidget* pa
           [this] { m_conversation.systemPrompt = m_systemPrompt->toPlainText(); });
   connect(m_sampling, &SamplingControls::changed, this,
           [this](const SamplingSettings& s) { m_conversation.sampling = s; });
+  connect(m_output, &OutputControls::changed, this,
+          [this](const ChatOutputSettings& s) { m_conversation.output = s; });
+  connect(m_output, &OutputControls::validityChanged, this, [this](bool ok) {
+    m_outputOk = ok;
+    updateButtons();
+  });
   connect(m_findEdit, &QLineEdit::returnPressed, this, [this] { findNext(false); });
   connect(findNextButton, &QToolButton::clicked, this, [this] { findNext(false); });
   connect(findPrev, &QToolButton::clicked, this, [this] { findNext(true); });
@@ -207,9 +223,11 @@ ChatPanel::ChatPanel(EngineBridge* bridge, ConversationStore* store, QWidget* pa
 
   connect(m_bridge, &EngineBridge::generationDelta, this, &ChatPanel::onDelta);
   connect(m_bridge, &EngineBridge::generationFinished, this, &ChatPanel::onFinished);
+  connect(m_bridge, &EngineBridge::generationToolReply, this, &ChatPanel::onToolReply);
   connect(m_bridge, &EngineBridge::stateChanged, this, &ChatPanel::updateButtons);
 
   m_sampling->setSettings(m_conversation.sampling);
+  m_output->setSettings(m_conversation.output);
   m_transcript->showConversation(m_conversation);
   updateButtons();
 }
@@ -222,7 +240,17 @@ void ChatPanel::send() {
                           tr("No model is loaded. Open one on the Models page and press Load."));
     return;
   }
+  const ChatOutputProblem problem = m_output->problem();
+  if (!problem.isOk()) {
+    m_banner->showMessage(MessageBanner::Kind::kWarning,
+                          tr("Fix the output settings first: %1").arg(problem.message));
+    return;
+  }
   m_banner->clear();
+  if (m_editIndex < 0 && m_conversation.unansweredToolCall() != nullptr) {
+    sendToolResult(text);
+    return;
+  }
   if (m_editIndex >= 0 && m_editIndex < m_conversation.messages.size())
     m_conversation.messages.resize(m_editIndex);  // the edited message and everything after it
   cancelEdit();
@@ -235,11 +263,32 @@ void ChatPanel::send() {
   startGeneration();
 }
 
+void ChatPanel::sendToolResult(const QString& text) {
+  const ChatToolCall* call = m_conversation.unansweredToolCall();
+  ChatMessage result{QStringLiteral("tool"), text, std::nullopt};
+  result.toolCallId = call->id;
+  result.toolName = call->name;
+  m_conversation.messages.push_back(result);
+  m_input->clear();
+  if (m_conversation.unansweredToolCall() != nullptr) {
+    // More calls to answer first.
+    m_conversation.updated = QDateTime::currentDateTimeUtc();
+    saveConversation();
+    m_transcript->showConversation(m_conversation);
+    updateButtons();
+    return;
+  }
+  startGeneration();
+}
+
 void ChatPanel::startGeneration() {
   GenerationRequest request;
   request.messages = m_conversation.turns();
   request.sampling = m_sampling->settings();
+  request.output = m_output->settings();
   m_conversation.sampling = request.sampling;
+  m_conversation.output = request.output;
+  m_toolReply.reset();
   m_conversation.modelName = m_bridge->loadedModel().name;
   m_streamText.clear();
   m_dirty = false;
@@ -268,14 +317,24 @@ void ChatPanel::onFinished(quint64 ticket, const GenerationStats& stats) {
   m_ticket = 0;
   if (!stats.error.isEmpty())
     m_banner->showMessage(MessageBanner::Kind::kError, tr("The reply failed: %1").arg(stats.error));
-  if (!m_streamText.isEmpty() || stats.error.isEmpty())
-    m_conversation.messages.push_back({QStringLiteral("assistant"), m_streamText, stats});
+  ChatMessage reply{QStringLiteral("assistant"), m_streamText, stats};
+  if (m_toolReply) {
+    reply.content = m_toolReply->content;
+    reply.toolCalls = m_toolReply->calls;
+    m_toolReply.reset();
+  }
+  if (!reply.content.isEmpty() || !reply.toolCalls.isEmpty() || stats.error.isEmpty())
+    m_conversation.messages.push_back(reply);
   m_streamText.clear();
   m_conversation.updated = QDateTime::currentDateTimeUtc();
   saveConversation();
   m_transcript->showConversation(m_conversation);
   updateButtons();
   emit replyFinished(stats);
+}
+
+void ChatPanel::onToolReply(quint64 ticket, const ChatToolReply& reply) {
+  if (ticket == m_ticket) m_toolReply = reply;
 }
 
 void ChatPanel::stop() {
@@ -288,7 +347,8 @@ void ChatPanel::regenerate() {
       m_conversation.messages.back().role == QLatin1String("assistant"))
     m_conversation.messages.removeLast();
   if (m_conversation.messages.isEmpty() ||
-      m_conversation.messages.back().role != QLatin1String("user"))
+      (m_conversation.messages.back().role != QLatin1String("user") &&
+       m_conversation.messages.back().role != QLatin1String("tool")))
     return;
   startGeneration();
 }
@@ -333,6 +393,7 @@ void ChatPanel::newConversation() {
   m_conversation = Conversation::create();
   m_conversation.systemPrompt = m_systemPrompt->toPlainText();
   m_conversation.sampling = m_sampling->settings();
+  m_conversation.output = m_output->settings();
   m_list->clearSelection();
   m_list->setCurrentIndex(QModelIndex());
   m_transcript->showConversation(m_conversation);
@@ -353,6 +414,7 @@ bool ChatPanel::openConversation(const QString& id) {
   m_systemPrompt->setPlainText(c.systemPrompt);
   m_systemPrompt->blockSignals(false);
   m_sampling->setSettings(c.sampling);
+  m_output->setSettings(c.output);
   m_transcript->showConversation(c);
   const int row = m_store->indexOf(id);
   if (row >= 0 && m_list->currentIndex().row() != row) m_list->setCurrentIndex(m_store->index(row));
@@ -396,22 +458,31 @@ void ChatPanel::askDeleteSelected() {
 
 void ChatPanel::saveConversation() {
   if (m_conversation.messages.isEmpty()) return;
-  if (!m_store->save(m_conversation)) {
+  // Saving moves the conversation's row to the top; were the list told, its current row would
+  // move to a neighbour, which would open that conversation instead.
+  m_list->selectionModel()->blockSignals(true);
+  const bool saved = m_store->save(m_conversation);
+  if (saved) m_list->setCurrentIndex(m_store->index(m_store->indexOf(m_conversation.id)));
+  m_list->selectionModel()->blockSignals(false);
+  if (!saved)
     m_banner->showMessage(MessageBanner::Kind::kError,
                           tr("Could not save the conversation: %1").arg(m_store->lastError()));
-    return;
-  }
-  const QModelIndex index = m_store->index(m_store->indexOf(m_conversation.id));
-  m_list->selectionModel()->blockSignals(true);
-  m_list->setCurrentIndex(index);
-  m_list->selectionModel()->blockSignals(false);
 }
 
 void ChatPanel::updateButtons() {
   const bool loaded = m_bridge->isLoaded();
   const bool generating = isGenerating();
-  m_sendButton->setEnabled(loaded && !generating);
+  m_sendButton->setEnabled(loaded && !generating && m_outputOk);
+  m_sendButton->setToolTip(m_outputOk ? QString() : m_output->problem().message);
   m_stopButton->setEnabled(generating);
+  // After a reply that called tools, the input answers the first unanswered call.
+  const ChatToolCall* call = m_conversation.unansweredToolCall();
+  m_sendButton->setText(call != nullptr ? tr("Send result") : tr("Send"));
+  m_input->setPlaceholderText(
+      call != nullptr ? tr("Result of %1 (call %2), e.g. JSON; Ctrl+Enter sends it as a tool "
+                           "message")
+                            .arg(call->name, call->id)
+                      : tr("Message (Ctrl+Enter to send)"));
   m_regenerateButton->setEnabled(loaded && !generating && !m_conversation.messages.isEmpty());
   m_transcript->setPlaceholderText(
       loaded ? tr("Type a message below and press Ctrl+Enter.")

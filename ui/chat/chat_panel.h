@@ -7,6 +7,8 @@
 #include <QTimer>
 #include <QWidget>
 
+#include <optional>
+
 #include "ui/chat/conversation.h"
 
 class QLabel;
@@ -21,6 +23,7 @@ namespace lathe::ui {
 class ConversationStore;
 class EngineBridge;
 class MessageBanner;
+class OutputControls;
 class SamplingControls;
 class TranscriptView;
 
@@ -39,11 +42,14 @@ class ChatPanel : public QWidget {
   TranscriptView* transcript() const { return m_transcript; }
   QPlainTextEdit* input() const { return m_input; }
   MessageBanner* banner() const { return m_banner; }
+  OutputControls* outputControls() const { return m_output; }
   // Sets the system prompt of the open conversation (as typing it would).
   void setSystemPrompt(const QString& prompt);
 
  public slots:
   // Sends the input box's text (replacing message editingIndex() and what follows when editing).
+  // When the last reply called tools, the text is the result of the first unanswered call (a
+  // "tool" message); the reply continues once every call has its result.
   void send();
   void stop();
   // Drops the last reply and generates a new one for the same conversation.
@@ -66,6 +72,8 @@ class ChatPanel : public QWidget {
   void detachGeneration();
   void onDelta(quint64 ticket, const QString& text);
   void onFinished(quint64 ticket, const GenerationStats& stats);
+  void onToolReply(quint64 ticket, const ChatToolReply& reply);
+  void sendToolResult(const QString& text);
   void redraw();
   void saveConversation();
   void updateButtons();
@@ -80,6 +88,8 @@ class ChatPanel : public QWidget {
   bool m_dirty = false;
   int m_editIndex = -1;
   QTimer m_redrawTimer;
+  std::optional<ChatToolReply> m_toolReply;  // of the reply being generated
+  bool m_outputOk = true;
 
   MessageBanner* m_banner = nullptr;
   QListView* m_list = nullptr;
@@ -93,6 +103,7 @@ class ChatPanel : public QWidget {
   QPushButton* m_stopButton = nullptr;
   QPushButton* m_regenerateButton = nullptr;
   SamplingControls* m_sampling = nullptr;
+  OutputControls* m_output = nullptr;
   QLabel* m_modelLabel = nullptr;
 };
 

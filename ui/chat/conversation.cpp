@@ -15,8 +15,22 @@ Conversation Conversation::create() {
 QVector<ChatTurn> Conversation::turns() const {
   QVector<ChatTurn> out;
   if (!systemPrompt.trimmed().isEmpty()) out.push_back({QStringLiteral("system"), systemPrompt});
-  for (const ChatMessage& m : messages) out.push_back({m.role, m.content});
+  for (const ChatMessage& m : messages)
+    out.push_back({m.role, m.content, m.toolCalls, m.toolCallId, m.toolName});
   return out;
+}
+
+const ChatToolCall* Conversation::unansweredToolCall() const {
+  int last = static_cast<int>(messages.size()) - 1;
+  while (last >= 0 && messages[last].role == QLatin1String("tool")) --last;
+  if (last < 0 || messages[last].role != QLatin1String("assistant")) return nullptr;
+  for (const ChatToolCall& call : messages[last].toolCalls) {
+    bool answered = false;
+    for (int i = last + 1; i < messages.size() && !answered; ++i)
+      answered = messages[i].toolCallId == call.id;
+    if (!answered) return &call;
+  }
+  return nullptr;
 }
 
 namespace {
@@ -71,6 +85,40 @@ SamplingSettings samplingFromJson(const QJsonObject& o) {
   return s;
 }
 
+QJsonObject outputToJson(const ChatOutputSettings& s) {
+  return QJsonObject{{"json", s.jsonOutput},
+                     {"json_schema", s.jsonSchema},
+                     {"tools", s.tools},
+                     {"tool_choice", s.toolChoice}};
+}
+
+ChatOutputSettings outputFromJson(const QJsonObject& o) {
+  ChatOutputSettings s;
+  s.jsonOutput = o.value("json").toBool();
+  s.jsonSchema = o.value("json_schema").toString();
+  s.tools = o.value("tools").toString();
+  s.toolChoice = o.value("tool_choice").toString(s.toolChoice);
+  return s;
+}
+
+// A message's calls as the API writes them (arguments as JSON text).
+QJsonArray callsToJson(const QVector<ChatToolCall>& calls) {
+  QJsonArray out;
+  for (const ChatToolCall& c : calls)
+    out.append(QJsonObject{{"id", c.id}, {"name", c.name}, {"arguments", c.arguments}});
+  return out;
+}
+
+QVector<ChatToolCall> callsFromJson(const QJsonArray& a) {
+  QVector<ChatToolCall> out;
+  for (const QJsonValue& v : a) {
+    const QJsonObject o = v.toObject();
+    out.push_back(
+        {o.value("id").toString(), o.value("name").toString(), o.value("arguments").toString()});
+  }
+  return out;
+}
+
 }  // namespace
 
 QJsonObject Conversation::toJson() const {
@@ -78,6 +126,9 @@ QJsonObject Conversation::toJson() const {
   for (const ChatMessage& m : messages) {
     QJsonObject o{{"role", m.role}, {"content", m.content}};
     if (m.stats) o.insert("stats", statsToJson(*m.stats));
+    if (!m.toolCalls.isEmpty()) o.insert("tool_calls", callsToJson(m.toolCalls));
+    if (!m.toolCallId.isEmpty()) o.insert("tool_call_id", m.toolCallId);
+    if (!m.toolName.isEmpty()) o.insert("name", m.toolName);
     msgs.append(o);
   }
   return QJsonObject{{"format", "lathe-conversation"},
@@ -89,6 +140,7 @@ QJsonObject Conversation::toJson() const {
                      {"system_prompt", systemPrompt},
                      {"model", modelName},
                      {"sampling", samplingToJson(sampling)},
+                     {"output", outputToJson(output)},
                      {"messages", msgs}};
 }
 
@@ -112,16 +164,23 @@ bool Conversation::fromJson(const QJsonObject& json, Conversation* out, QString*
   c.systemPrompt = json.value("system_prompt").toString();
   c.modelName = json.value("model").toString();
   c.sampling = samplingFromJson(json.value("sampling").toObject());
+  c.output = outputFromJson(json.value("output").toObject());
   const QJsonArray msgs = json.value("messages").toArray();
   for (qsizetype i = 0; i < msgs.size(); ++i) {
     const QJsonObject o = msgs.at(i).toObject();
     const QString role = o.value("role").toString();
-    if (role != QLatin1String("user") && role != QLatin1String("assistant"))
-      return fail(QStringLiteral("message %1 has role \"%2\" (expected user or assistant)")
+    if (role != QLatin1String("user") && role != QLatin1String("assistant") &&
+        role != QLatin1String("tool"))
+      return fail(QStringLiteral("message %1 has role \"%2\" (expected user, assistant or tool)")
                       .arg(i)
                       .arg(role));
     ChatMessage m{role, o.value("content").toString(), std::nullopt};
     if (o.value("stats").isObject()) m.stats = statsFromJson(o.value("stats").toObject());
+    m.toolCalls = callsFromJson(o.value("tool_calls").toArray());
+    m.toolCallId = o.value("tool_call_id").toString();
+    m.toolName = o.value("name").toString();
+    if (role == QLatin1String("tool") && m.toolCallId.isEmpty())
+      return fail(QStringLiteral("message %1 is a tool result without \"tool_call_id\"").arg(i));
     c.messages.push_back(std::move(m));
   }
   *out = std::move(c);

@@ -15,9 +15,12 @@
 namespace lathe::ui {
 
 struct ChatMessage {
-  QString role;  // "user" or "assistant"
+  QString role;  // "user", "assistant" or "tool" (a function's result)
   QString content;
   std::optional<GenerationStats> stats;  // assistant replies that finished
+  QVector<ChatToolCall> toolCalls;       // assistant: the functions it called
+  QString toolCallId;                    // tool: the call this result answers
+  QString toolName;                      // tool: the function
 };
 
 struct Conversation {
@@ -27,13 +30,17 @@ struct Conversation {
   QDateTime updated;
   QString systemPrompt;
   SamplingSettings sampling;
-  QString modelName;  // the model that wrote the replies (informative)
+  ChatOutputSettings output;  // JSON output and tools
+  QString modelName;          // the model that wrote the replies (informative)
   QVector<ChatMessage> messages;
 
   static Conversation create();  // new id, timestamps now, empty messages
 
   // The turns sent to the engine: the system prompt (when set), then every message.
   QVector<ChatTurn> turns() const;
+  // The first call of the last assistant message that no tool message after it answers; null when
+  // every call is answered (or the last reply made none).
+  const ChatToolCall* unansweredToolCall() const;
 
   QJsonObject toJson() const;
   // Reads what toJson() wrote; false (with *error) for missing fields or wrong types.

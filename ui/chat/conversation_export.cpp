@@ -18,7 +18,8 @@ QByteArray conversationsToChatJsonl(const QVector<Conversation>& conversations, 
     QJsonArray messages;
     bool hasText = false;
     for (const ChatTurn& t : c.turns()) {
-      if (t.content.trimmed().isEmpty()) continue;
+      // Text only: tool results (and calls) are not prose for calibration.
+      if (t.content.trimmed().isEmpty() || t.role == QLatin1String("tool")) continue;
       hasText = hasText || t.role != QLatin1String("system");
       messages.append(QJsonObject{{"role", t.role}, {"content", t.content}});
     }

@@ -7,6 +7,8 @@
 #include <QTextDocumentFragment>
 #include <QUrl>
 
+#include "ui/bridge/chat_request.h"
+
 namespace lathe::ui {
 
 namespace {
@@ -46,10 +48,20 @@ QString TranscriptView::formatStats(const GenerationStats& s) {
   return parts.join(QStringLiteral(" · "));
 }
 
+QString TranscriptView::toolCallMarkdown(const ChatToolCall& call) {
+  return QStringLiteral("**Call** `%1` · id `%2`\n\n```json\n%3\n```\n\n")
+      .arg(call.name, call.id, prettyJson(call.arguments));
+}
+
 QString TranscriptView::messageMarkdown(const ChatMessage& m, int index) {
   QString md;
   if (m.role == QLatin1String("user")) {
     md += QStringLiteral("**You** · [✎ edit](lathe:edit/%1)\n\n").arg(index);
+  } else if (m.role == QLatin1String("tool")) {
+    md +=
+        QStringLiteral("**Tool result** · `%1` · call `%2`\n\n```\n%3\n```\n\n")
+            .arg(m.toolName.isEmpty() ? QStringLiteral("?") : m.toolName, m.toolCallId, m.content);
+    return md;
   } else {
     md += QStringLiteral("**Assistant**");
     if (m.stats) md += QStringLiteral(" · *%1*").arg(formatStats(*m.stats));
@@ -57,8 +69,9 @@ QString TranscriptView::messageMarkdown(const ChatMessage& m, int index) {
     if (m.stats && !m.stats->error.isEmpty())
       md += QStringLiteral("> ⚠ %1\n\n").arg(m.stats->error);
   }
-  md += m.content.isEmpty() ? QStringLiteral("*(empty)*") : m.content;
-  md += QStringLiteral("\n\n");
+  if (!m.content.isEmpty() || m.toolCalls.isEmpty())
+    md += (m.content.isEmpty() ? QStringLiteral("*(empty)*") : m.content) + QStringLiteral("\n\n");
+  for (const ChatToolCall& call : m.toolCalls) md += toolCallMarkdown(call);
   return md;
 }
 

@@ -1,7 +1,8 @@
 // The chat transcript: messages rendered from Markdown (QTextDocument, GitHub dialect, raw HTML
 // disabled so model output cannot inject markup), each reply followed by its stats. While a reply
 // streams, only its own part of the document is re-rendered, so the cost of a redraw does not
-// grow with the conversation. User messages carry an "edit" link (editRequested).
+// grow with the conversation. User messages carry an "edit" link (editRequested). Tool calls
+// show as structured calls (function, id, indented arguments), tool results as code blocks.
 #pragma once
 
 #include <QTextBrowser>
@@ -26,6 +27,8 @@ class TranscriptView : public QTextBrowser {
 
   static QString formatStats(const GenerationStats& stats);
   static QString messageMarkdown(const ChatMessage& message, int index);
+  // A call as the transcript shows it: the function, its id, the arguments as indented JSON.
+  static QString toolCallMarkdown(const ChatToolCall& call);
 
  signals:
   void editRequested(int messageIndex);
