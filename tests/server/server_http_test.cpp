@@ -433,7 +433,7 @@ class ServerHttpTest : public QObject {
     // No Content-Length: 411, at once.
     auto conn = HttpConnection::connect(url);
     LATHE_QVERIFY_RESULT(conn);
-    LATHE_QVERIFY_OK(conn.value()->send_raw("POST /v1/completions HTTP/1.1\r\nHost: x\r\n\r\n"));
+    LATHE_QVERIFY_OK(conn.value()->send_raw("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
     Result<HttpClientResponse> r = conn.value()->read_response("POST", 5000);
     LATHE_QVERIFY_RESULT(r);
     QCOMPARE(r.value().status, 411);
@@ -448,7 +448,7 @@ class ServerHttpTest : public QObject {
     // The body announced but never sent: 400 after the read timeout (500 ms here), not a hang.
     conn = HttpConnection::connect(url);
     LATHE_QVERIFY_OK(conn.value()->send_raw(
-        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{\"pro"));
+        "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 50\r\n\r\n{\"pro"));
     const auto t0 = std::chrono::steady_clock::now();
     r = conn.value()->read_response("POST", 5000);
     LATHE_QVERIFY_RESULT(r);
@@ -458,7 +458,7 @@ class ServerHttpTest : public QObject {
     // A chunked body over the limit.
     conn = HttpConnection::connect(url);
     std::string chunked =
-        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+        "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n";
     for (int i = 0; i < 4; ++i) chunked += "200\r\n" + std::string(512, ' ') + "\r\n";
     chunked += "0\r\n\r\n";
     LATHE_QVERIFY_OK(conn.value()->send_raw(chunked));
@@ -546,7 +546,7 @@ class ServerHttpTest : public QObject {
       auto conn = HttpConnection::connect(url_);
       const std::string body = json({{"prompt", "x"}, {"max_tokens", 50}}).dump();
       LATHE_QVERIFY_OK(
-          conn.value()->send_raw("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+          conn.value()->send_raw("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: " +
                                  std::to_string(body.size()) + "\r\n\r\n" + body));
       QTRY_COMPARE_WITH_TIMEOUT(engine_->num_unfinished_requests(), 1, 5000);
     }  // closed here
