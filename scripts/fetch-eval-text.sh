@@ -5,6 +5,9 @@
 #                    dataset-build 0.1.11 (BSD-2-Clause; 37 human languages, 21 programming languages,
 #                    maths; synthetic text made for llama.cpp imatrix calibration) joined in path
 #                    order, 6.8 MB
+#   calibration-en.txt  its English part alone (dataset_build/data/eng/*.txt, 1.2 MB): the
+#                    calibration text for English-only models such as SmolLM2 (`--calibration`;
+#                    docs/QUANTIZATION.md says why the language matters to GPTQ)
 #   canterbury/      alice29.txt, asyoulik.txt, lcet10.txt, plrabn12.txt: the Canterbury corpus
 #                    (public-domain English, 1.19 MB) from the brotli 1.2.1 source distribution, for
 #                    `lathe eval` perplexity and KL divergence
@@ -24,7 +27,7 @@ TEXTS=(alice29 asyoulik lcet10 plrabn12)
 if [ -n "${LATHE_TEXT_DIR:-}" ]; then DIR=$LATHE_TEXT_DIR
 elif [ -n "${XDG_CACHE_HOME:-}" ]; then DIR=$XDG_CACHE_HOME/lathe/text
 else DIR=$HOME/.cache/lathe/text; fi
-STAMP=$DIR/.complete-$CAL_VERSION-$BROTLI_VERSION
+STAMP=$DIR/.complete-$CAL_VERSION-$BROTLI_VERSION-en
 
 if [ -f "$STAMP" ]; then
   echo "fetch-eval-text: $DIR is present"
@@ -57,6 +60,12 @@ unzip -q -o "$TMP/$CAL_WHEEL" 'dataset_build/data/*' -d "$TMP/cal"
   printf '\n\n' >> "$TMP/calibration.txt"
 done
 mv "$TMP/calibration.txt" "$DIR/calibration.txt"
+: > "$TMP/calibration-en.txt"
+(cd "$TMP/cal" && find dataset_build/data/eng -name '*.txt' | LC_ALL=C sort) | while read -r f; do
+  cat "$TMP/cal/$f" >> "$TMP/calibration-en.txt"
+  printf '\n\n' >> "$TMP/calibration-en.txt"
+done
+mv "$TMP/calibration-en.txt" "$DIR/calibration-en.txt"
 
 members=()
 for t in "${TEXTS[@]}"; do members+=("brotli-$BROTLI_VERSION/tests/testdata/$t.txt"); done
@@ -64,4 +73,4 @@ tar -xzf "$TMP/$BROTLI_SDIST" -C "$TMP" "${members[@]}"
 mkdir -p "$DIR/canterbury"
 for t in "${TEXTS[@]}"; do mv "$TMP/brotli-$BROTLI_VERSION/tests/testdata/$t.txt" "$DIR/canterbury/"; done
 touch "$STAMP"
-echo "fetch-eval-text: $DIR (calibration.txt, canterbury/)"
+echo "fetch-eval-text: $DIR (calibration.txt, calibration-en.txt, canterbury/)"

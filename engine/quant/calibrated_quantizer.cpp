@@ -1,6 +1,8 @@
 #include "engine/quant/calibrated_quantizer.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
 
 #include "engine/core/strings.h"
 #include "engine/quant/awq_search.h"
@@ -31,6 +33,31 @@ void divide_columns(std::vector<float>& x, int64_t k, const std::vector<float>& 
   const int64_t rows = static_cast<int64_t>(x.size()) / k;
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < k; ++j) x[static_cast<size_t>(r * k + j)] /= s[static_cast<size_t>(j)];
+}
+
+// LATHE_GPTQ_DUMP_DIR=DIR and LATHE_GPTQ_DUMP_LAYERS=0,3 (block numbers): each GPTQ linear of
+// those blocks writes DIR/blk.L.NAME.{w.f32,h.f64,x.f32,shape} (its float weights [n, k], the
+// Hessian [k, k], the calibration inputs [rows, k] it was computed from, and "n k rows") before it
+// is quantized, for scripts/quant/gptq_real_layers.py to check against numpy. Nothing otherwise.
+void maybe_dump_gptq_input(const std::string& prefix, const char* name, const CalibLinear& l,
+                           const std::vector<double>& h, const std::vector<float>& x,
+                           int64_t rows) {
+  const char* dir = std::getenv("LATHE_GPTQ_DUMP_DIR");
+  const char* layers = std::getenv("LATHE_GPTQ_DUMP_LAYERS");
+  if (dir == nullptr || layers == nullptr) return;
+  std::string list = ",", key = ",";
+  list.append(layers).append(",");
+  key.append(prefix, 4, prefix.size() - 5).append(",");  // "blk.3." -> ",3,"
+  if (list.find(key) == std::string::npos) return;
+  const std::string base = std::string(dir) + "/" + prefix + name;
+  auto put = [&](const std::string& path, const void* data, size_t bytes) {
+    std::ofstream(path, std::ios::binary)
+        .write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
+  };
+  put(base + ".w.f32", l.w.data(), l.w.size() * sizeof(float));
+  put(base + ".h.f64", h.data(), h.size() * sizeof(double));
+  put(base + ".x.f32", x.data(), x.size() * sizeof(float));
+  std::ofstream(base + ".shape") << l.n << " " << l.k << " " << rows << "\n";
 }
 
 double squared_error(const std::vector<float>& a, const std::vector<float>& b) {
@@ -98,6 +125,7 @@ Status CalibratedQuantizer::gptq_block(BlockTensors& t, const std::string& prefi
   auto quantize = [&](CalibLinear& l, const char* name, const std::vector<double>& h,
                       const std::vector<float>& x) -> Status {
     LATHE_RETURN_IF_ERROR(check_cancel(cancel));
+    maybe_dump_gptq_input(prefix, name, l, h, x, rows);
     Result<GptqResult> r = gptq_quantize(l.w.data(), l.n, l.k, h, gc);
     if (!r.is_ok()) return r.status().with_context(prefix + name);
     GptqResult& g = r.value();

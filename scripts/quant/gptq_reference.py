@@ -7,7 +7,8 @@ against (tests/quant/gptq_test.cpp).
 
 Conventions shared with Lathe (engine/quant/int_quant.h): the grid of a group spanning [lo, hi] is
 computed in float32: lo = min(lo, 0), hi = max(hi, 0); symmetric: a = max(|lo|, hi), lo = -a,
-hi = a; an all-zero group gets [-1, 1]; scale = (hi - lo) / (2^bits - 1); zero = 2^(bits-1)
+hi = a; an all-zero group gets [-1, 1]; scale = (hi - lo) / (2^bits - 1), rounded to float16 before
+any code is computed when the case stores f16 scales (as a GPTQ checkpoint does); zero = 2^(bits-1)
 (symmetric) or round(-lo / scale); code = clip(round(w / scale) + zero, 0, 2^bits - 1) with round
 half to even. Everything else is float64.
 
@@ -20,7 +21,7 @@ import sys
 import numpy as np
 
 
-def grid(lo, hi, bits, sym):
+def grid(lo, hi, bits, sym, f16=False):
     maxq = np.float32(2**bits - 1)
     lo = np.float32(min(np.float32(lo), np.float32(0)))
     hi = np.float32(max(np.float32(hi), np.float32(0)))
@@ -30,6 +31,8 @@ def grid(lo, hi, bits, sym):
     if lo == 0 and hi == 0:
         lo, hi = np.float32(-1), np.float32(1)
     scale = np.float32((hi - lo) / maxq)
+    if f16:
+        scale = np.float32(np.float16(scale))
     zero = 2 ** (bits - 1) if sym else int(np.clip(np.round(np.float32(-lo / scale)), 0, maxq))
     return scale, zero
 
@@ -39,7 +42,7 @@ def code_of(w, scale, zero, bits):
     return int(np.clip(q, 0, 2**bits - 1))
 
 
-def gptq(W, H, bits, group, sym, act_order, damp=0.1, blocksize=128):
+def gptq(W, H, bits, group, sym, act_order, damp=0.1, blocksize=128, f16=False):
     W = W.astype(np.float64).copy()
     H = H.astype(np.float64).copy()
     rows, cols = W.shape
@@ -72,7 +75,7 @@ def gptq(W, H, bits, group, sym, act_order, damp=0.1, blocksize=128):
                 for r in range(rows):
                     cur = np.concatenate([W1[r, i : min(i + g, i2 - i1)], W[r, i2 : j + g]])
                     cur32 = cur.astype(np.float32)
-                    params[r] = grid(cur32.min(), cur32.max(), bits, sym)
+                    params[r] = grid(cur32.min(), cur32.max(), bits, sym, f16)
                     scales[r, j // g], zeros[r, j // g] = params[r]
             d = U[j, j]
             for r in range(rows):
@@ -112,10 +115,15 @@ def main():
         {"name": "sym8_channel", "bits": 8, "group": -1, "sym": True, "act_order": False},
         {"name": "asym4_g64_blocks16", "bits": 4, "group": 64, "sym": False, "act_order": False,
          "block": 16},
+        # The quality table's configuration (symmetric, act-order, f16 scales) with several groups
+        # per block, so groups start mid-block from weights the block's errors already updated.
+        {"name": "sym4_g16_actorder_f16_blocks32", "bits": 4, "group": 16, "sym": True,
+         "act_order": True, "block": 32, "scale": "f16"},
     ]
     for c in cases:
         codes, scales, zeros, g_idx = gptq(W, H, c["bits"], c["group"], c["sym"], c["act_order"],
-                                           blocksize=c.get("block", 128))
+                                           blocksize=c.get("block", 128),
+                                           f16=c.get("scale") == "f16")
         codes.tofile(f"{out}/{c['name']}.codes")
         scales.astype("<f4").tofile(f"{out}/{c['name']}.scales")
         zeros.astype("<i4").tofile(f"{out}/{c['name']}.zeros")

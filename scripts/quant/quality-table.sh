@@ -6,7 +6,11 @@
 # bits per parameter of the whole checkpoint, PPL, mean/p99 KLD, top-1 agreement, CPU time of the
 # quantization) and leaves the JSON reports in $WORK/eval-*.json.
 # Usage: scripts/quant/quality-table.sh [WORK_DIR]   (env: LATHE, GGUF, WINDOWS, CTX, TEXT, SAMPLES,
-#        SEQ_LEN, GROUP, METHODS)
+#        SEQ_LEN, GROUP, METHODS, CALIB)
+# CALIB is the calibration text of gptq and awq (`--calibration`; empty: the built-in multilingual
+# set). Calibrate in the model's own languages: for English-only SmolLM2 use the English part,
+# CALIB=~/.cache/lathe/text/calibration-en.txt (docs/QUANTIZATION.md, "GPTQ and the calibration
+# text").
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 LATHE=${LATHE:-build/cpu/app/lathe}
@@ -20,6 +24,8 @@ MODELS=${LATHE_MODEL_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/lathe/models}
 TEXTS=${LATHE_TEXT_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/lathe/text}
 GGUF=${GGUF:-$MODELS/Qwen2.5-Coder-0.5B-Instruct-Q4_K_M.gguf}
 TEXT=${TEXT:-$TEXTS/canterbury/alice29.txt}
+CALIB=${CALIB:-}
+CAL_FLAGS="--num-samples $SAMPLES --seq-len $SEQ_LEN${CALIB:+ --calibration $CALIB}"
 METHODS=${METHODS:-"rtn rtn-asym gptq awq fp8 int8 q8_0 q6_k q5_k_m q4_k_m q4_0"}
 mkdir -p "$WORK"
 REF=$WORK/ref-f16
@@ -28,8 +34,8 @@ REF=$WORK/ref-f16
 declare -A FLAGS=(
   [rtn]="-s rtn --format gptq --bits 4 --group-size $GROUP --sym"
   [rtn-asym]="-s rtn --format awq --bits 4 --group-size $GROUP --asym"
-  [gptq]="-s gptq --bits 4 --group-size $GROUP --desc-act --damp-percent 0.1 --num-samples $SAMPLES --seq-len $SEQ_LEN"
-  [awq]="-s awq --group-size $GROUP --num-samples $SAMPLES --seq-len $SEQ_LEN"
+  [gptq]="-s gptq --bits 4 --group-size $GROUP --desc-act --damp-percent 0.1 $CAL_FLAGS"
+  [awq]="-s awq --group-size $GROUP $CAL_FLAGS"
   [fp8]="-s fp8-dynamic"
   [int8]="-s int8-w8a16"
   [q8_0]="-s q8_0" [q6_k]="-s q6_k" [q5_k_m]="-s q5_k_m" [q4_k_m]="-s q4_k_m" [q4_0]="-s q4_0"

@@ -159,7 +159,8 @@ class GptqTest : public QObject {
     const int64_t rows = 16, cols = 64;
     QCOMPARE(static_cast<int64_t>(w.size()), rows * cols);
     GptqConfig cfg;
-    cfg.quant = {c["bits"].toInt(), c["group"].toInt(), c["sym"].toBool(), DType::kF32, 0};
+    const DType scale_dtype = c["scale"].toString() == "f16" ? DType::kF16 : DType::kF32;
+    cfg.quant = {c["bits"].toInt(), c["group"].toInt(), c["sym"].toBool(), scale_dtype, 0};
     cfg.act_order = c["act_order"].toBool();
     cfg.block_size = c.contains("block") ? c["block"].toInt() : 128;
     Result<GptqResult> r = gptq_quantize(w.data(), rows, cols, h, cfg);
