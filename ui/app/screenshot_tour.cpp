@@ -198,6 +198,16 @@ bool ScreenshotTour::captureQuantizeAndCompare() {
     fail(tr("the quantization wizard did not plan its candidates"));
     return false;
   }
+  // Step 2 (calibration) exists for GPTQ and AWQ only: shown with GPTQ chosen, then back.
+  wizard->goalPage()->setGoal(QuantGoal::kSpecific);
+  wizard->goalPage()->selectScheme(QStringLiteral("gptq"));
+  wizard->next();
+  if (wizard->currentId() != QuantizeWizard::kCalibrationPage) {
+    fail(tr("the wizard did not offer its calibration step for GPTQ"));
+    return false;
+  }
+  if (!grabWidget(wizard, QStringLiteral("quantize-calibration"))) return false;
+  wizard->back();
   wizard->goalPage()->setGoal(QuantGoal::kBestQuality);
   if (!grabWidget(wizard, QStringLiteral("quantize-goal"))) return false;
   wizard->next();
