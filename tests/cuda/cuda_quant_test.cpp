@@ -249,7 +249,8 @@ class CudaQuantTest : public QObject {
     HostPart h = int_part(4, 48, k, group, zeros, false, 13, /*tiles=*/true);
     h.part.one_row_gemv = one_row;
     h.part.int4_tile_warps = warps;
-    h.part.int4_tiles_max_m = 256;  // the slab path too (the default hands batches > 32 to the GEMM)
+    h.part.int4_tiles_max_m =
+        256;  // the slab path too (the default hands batches > 32 to the GEMM)
     // Batches above 8 take the tile kernel's 8-row groups (9, 16, 64) and slabs of 64 rows (100).
     for (int64_t m : {int64_t{1}, int64_t{3}, int64_t{5}, int64_t{7}, int64_t{8}, int64_t{9},
                       int64_t{16}, int64_t{64}, int64_t{100}}) {

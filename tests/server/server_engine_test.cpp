@@ -318,24 +318,29 @@ class ServerEngineTest : public QObject {
                                               while (s.size() < (10u << 20)) s += "1,";
                                               return s + "1]}";
                                             }())});
-    cases.push_back(
-        {"10 MB chunked", [] {
-           std::string s =
-               "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n";
-           for (int i = 0; i < 160; ++i) s += "10000\r\n" + std::string(65536, 'z') + "\r\n";
-           return s + "0\r\n\r\n";
-         }()});
+    cases.push_back({"10 MB chunked", [] {
+                       std::string s =
+                           "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: "
+                           "chunked\r\n\r\n";
+                       for (int i = 0; i < 160; ++i)
+                         s += "10000\r\n" + std::string(65536, 'z') + "\r\n";
+                       return s + "0\r\n\r\n";
+                     }()});
     // Headers without a body, and broken framing.
-    cases.push_back({"POST without a length", "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"});
-    cases.push_back({"empty body",
-                     "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n"});
-    cases.push_back({"announced body never sent",
-                     "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n"});
+    cases.push_back(
+        {"POST without a length", "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"});
+    cases.push_back(
+        {"empty body",
+         "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n"});
+    cases.push_back(
+        {"announced body never sent",
+         "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n"});
     cases.push_back({"short body",
                      "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: "
                      "100\r\n\r\n{\"prompt\": \"x\"}"});
-    cases.push_back({"bad Content-Length",
-                     "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: abc\r\n\r\n"});
+    cases.push_back(
+        {"bad Content-Length",
+         "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: abc\r\n\r\n"});
     cases.push_back({"broken chunking",
                      "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: "
                      "chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n"});
@@ -344,12 +349,14 @@ class ServerEngineTest : public QObject {
     cases.push_back({"binary junk", std::string(kJunk, sizeof(kJunk) - 1)});
     cases.push_back({"header too long", "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " +
                                             std::string(20000, 'h') + "\r\n\r\n"});
-    cases.push_back(
-        {"URI too long", "GET /" + std::string(10000, 'u') + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"});
+    cases.push_back({"URI too long",
+                     "GET /" + std::string(10000, 'u') + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"});
     // Unknown routes and methods.
     cases.push_back({"unknown route", "GET /v2/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"});
-    cases.push_back({"path traversal", "GET /../../etc/passwd HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"});
-    cases.push_back({"GET a POST route", "GET /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"});
+    cases.push_back(
+        {"path traversal", "GET /../../etc/passwd HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"});
+    cases.push_back(
+        {"GET a POST route", "GET /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"});
     cases.push_back({"PUT", post("/v1/models", "{}").replace(0, 4, "PUT")});
     cases.push_back(
         {"DELETE", "DELETE /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\n\r\n"});

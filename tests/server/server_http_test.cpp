@@ -433,7 +433,8 @@ class ServerHttpTest : public QObject {
     // No Content-Length: 411, at once.
     auto conn = HttpConnection::connect(url);
     LATHE_QVERIFY_RESULT(conn);
-    LATHE_QVERIFY_OK(conn.value()->send_raw("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+    LATHE_QVERIFY_OK(
+        conn.value()->send_raw("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
     Result<HttpClientResponse> r = conn.value()->read_response("POST", 5000);
     LATHE_QVERIFY_RESULT(r);
     QCOMPARE(r.value().status, 411);
@@ -545,9 +546,9 @@ class ServerHttpTest : public QObject {
     {
       auto conn = HttpConnection::connect(url_);
       const std::string body = json({{"prompt", "x"}, {"max_tokens", 50}}).dump();
-      LATHE_QVERIFY_OK(
-          conn.value()->send_raw("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: " +
-                                 std::to_string(body.size()) + "\r\n\r\n" + body));
+      LATHE_QVERIFY_OK(conn.value()->send_raw(
+          "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: " +
+          std::to_string(body.size()) + "\r\n\r\n" + body));
       QTRY_COMPARE_WITH_TIMEOUT(engine_->num_unfinished_requests(), 1, 5000);
     }  // closed here
     QTRY_COMPARE_WITH_TIMEOUT(engine_->num_unfinished_requests(), 0, 3000);

@@ -38,7 +38,7 @@ struct CudaSwitches {
   // LATHE_CUDA_INT4_TILES=0: 4-bit codes uploaded in the row layout (the multi-row kernel) instead
   // of the tensor-core tile layout (quant_gemv_tiles.cuh), for A/B runs.
   bool int4_tiles = true;
-  int32_t int4_tile_warps = 8;     // LATHE_CUDA_INT4_TILE_WARPS (4 or 8): the tile kernel's k split
+  int32_t int4_tile_warps = 8;    // LATHE_CUDA_INT4_TILE_WARPS (4 or 8): the tile kernel's k split
   int32_t int4_tiles_max_m = 32;  // LATHE_CUDA_INT4_TILES_MAX_M (8 to 4096): see QuantPart
 
   // "fused=0 lookahead=0" for the switches that differ from the defaults; "defaults" when none.

@@ -20,56 +20,35 @@
 #include <cuda_fp16.h>
 
 #include "engine/backend/cuda/int4_tiles.h"
+#include "engine/backend/cuda/mma.cuh"
 #include "engine/backend/cuda/quant_decode.cuh"
 
 namespace lathe::cuda::quant {
 
 constexpr int kTileStages = 8;  // chunks of codes in flight per lane (8 measured faster than 16)
 
+// Mma<T> (mma.cuh) plus the exact decode of a pair of 4-bit codes: ORed under the exponent of
+// kMagicValue, minus (magic + zero point) by sub().
 template <typename T>
 struct TileMma;
 template <>
-struct TileMma<__nv_bfloat16> {
+struct TileMma<__nv_bfloat16> : Mma<__nv_bfloat16> {
   static constexpr uint32_t kMagic = 0x43004300u;  // bf16 128.0 in both halves
   static constexpr float kMagicValue = 128.0f;
-  static __device__ __forceinline__ uint32_t pair(float v) {
-    const __nv_bfloat162 p = __floats2bfloat162_rn(v, v);
-    return *reinterpret_cast<const uint32_t*>(&p);
-  }
   static __device__ __forceinline__ uint32_t sub(uint32_t a, uint32_t b) {
     const __nv_bfloat162 r = __hsub2(*reinterpret_cast<const __nv_bfloat162*>(&a),
                                      *reinterpret_cast<const __nv_bfloat162*>(&b));
     return *reinterpret_cast<const uint32_t*>(&r);
   }
-  static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                             uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-        "{%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
 };
 template <>
-struct TileMma<__half> {
+struct TileMma<__half> : Mma<__half> {
   static constexpr uint32_t kMagic = 0x64006400u;  // f16 1024.0 in both halves
   static constexpr float kMagicValue = 1024.0f;
-  static __device__ __forceinline__ uint32_t pair(float v) {
-    const __half2 p = __floats2half2_rn(v, v);
-    return *reinterpret_cast<const uint32_t*>(&p);
-  }
   static __device__ __forceinline__ uint32_t sub(uint32_t a, uint32_t b) {
     const __half2 r =
         __hsub2(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&b));
     return *reinterpret_cast<const uint32_t*>(&r);
-  }
-  static __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                             uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-        "{%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
 };
 
@@ -138,7 +117,7 @@ __global__ void __launch_bounds__(W * 32)
     v.scale = p.scale_dtype == DType::kF32 ? static_cast<const float*>(p.scales)[at]
                                            : __half2float(static_cast<const __half*>(p.scales)[at]);
     const float z = p.zeros != nullptr ? static_cast<float>(p.zeros[at]) : 8.0f;
-    v.zero_pair = Op::pair(Op::kMagicValue + z);
+    v.zero_pair = Op::pack(Op::kMagicValue + z, Op::kMagicValue + z);
     groups_smem[i] = v;
   }
   for (int i = threadIdx.x; i < kInt4TileRows * 8 * NT; i += W * 32) (&red[0][0])[i] = 0.0f;
@@ -218,7 +197,7 @@ __global__ void __launch_bounds__(W * 32)
         const uint32_t xw[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
         float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-        for (int kb = 0; kb < 4; ++kb) Op::mma(part, a[kb], xw[2 * kb], xw[2 * kb + 1]);
+        for (int kb = 0; kb < 4; ++kb) Op::run(part, a[kb], xw[2 * kb], xw[2 * kb + 1]);
         acc[nt][0] = fmaf(lo.scale, part[0], acc[nt][0]);
         acc[nt][1] = fmaf(lo.scale, part[1], acc[nt][1]);
         acc[nt][2] = fmaf(hi.scale, part[2], acc[nt][2]);
