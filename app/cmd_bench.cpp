@@ -1,12 +1,17 @@
 // `lathe bench`: offline benchmarks on an engine in this process, with vLLM's flag names.
 //   lathe bench throughput -m MODEL --num-prompts N --input-len I --output-len O [--dataset ...]
 //   lathe bench latency -m MODEL --batch-size B --input-len I --output-len O [--num-iters K]
+//                       [--guided-json SCHEMA | --guided-regex R]  (constrained-decoding overhead)
 // `lathe bench serve` (the HTTP load generator, app/cmd_bench_serve.cpp) registers itself as a
 // third subcommand through register_bench_serve().
 #include <CLI/CLI.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "app/commands.h"
 #include "app/engine_flags.h"
@@ -15,6 +20,8 @@
 #include "engine/core/atomic_file.h"
 #include "engine/core/log.h"
 #include "engine/core/strings.h"
+#include "engine/grammar/grammar_constraint.h"
+#include "engine/grammar/json_schema_regex.h"
 #include "engine/runtime/engine.h"
 
 namespace lathe::cli {
@@ -34,6 +41,8 @@ struct ThroughputFlags {
 struct LatencyFlags {
   LatencyOptions options;
   std::string json;
+  std::string guided_json;   // a JSON schema file: constrain every request, compare with none
+  std::string guided_regex;  // or a regex (byte_regex.h's dialect)
 };
 
 // min_waiting: the requests one run submits at once must fit in the waiting queue.
@@ -131,24 +140,41 @@ int run_throughput(const EngineFlags& ef, const ThroughputFlags& f) {
   return write_json(f.json, throughput_json(t)) ? 0 : 1;
 }
 
-int run_latency(const EngineFlags& ef, const LatencyFlags& f) {
-  auto engine_r = make_engine(ef, f.options.batch_size);
-  if (!engine_r.is_ok()) {
-    log_error(engine_r.status().message());
-    return 1;
+// The grammar of --guided-json / --guided-regex over the model's vocabulary; null without either.
+Result<std::shared_ptr<TokenConstraint>> bench_constraint(const Engine& engine,
+                                                          const LatencyFlags& f) {
+  if (f.guided_json.empty() && f.guided_regex.empty()) return std::shared_ptr<TokenConstraint>();
+  if (!f.guided_json.empty() && !f.guided_regex.empty())
+    return invalid_argument("give --guided-json or --guided-regex, not both");
+  std::string regex = f.guided_regex;
+  if (!f.guided_json.empty()) {
+    std::ifstream in(f.guided_json, std::ios::binary);
+    if (!in) return not_found("--guided-json: cannot open '" + f.guided_json + "'");
+    std::stringstream text;
+    text << in.rdbuf();
+    const nlohmann::ordered_json schema =
+        nlohmann::ordered_json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+    if (schema.is_discarded())
+      return invalid_argument("--guided-json: '" + f.guided_json +
+                              "' is not JSON; give a JSON schema file");
+    auto r = json_schema_to_regex(schema);
+    if (!r.is_ok()) return invalid_argument("--guided-json: " + r.status().message());
+    regex = std::move(r).value();
   }
-  Engine& engine = *engine_r.value();
-  const Status s = check_lengths(engine, f.options.input_len, f.options.output_len);
-  if (!s.is_ok()) {
-    log_error(s.message());
-    return 1;
-  }
-  auto r = run_latency_benchmark(engine, f.options);
-  if (!r.is_ok()) {
-    log_error(r.status().message());
-    return 1;
-  }
-  const LatencyResult& l = r.value();
+  const Tokenizer* tok = engine.model().tokenizer.get();
+  if (tok == nullptr)
+    return invalid_argument(
+        "constrained decoding needs the model's tokenizer: this model has none (with --load-format "
+        "dummy, put the model's tokenizer.json beside its config.json)");
+  auto vocab = std::make_shared<const TokenVocabulary>(*tok);
+  auto g = GrammarConstraint::create(regex, std::move(vocab));
+  if (!g.is_ok())
+    return invalid_argument(
+        (f.guided_json.empty() ? "--guided-regex: " : "--guided-json: ") + g.status().message());
+  return std::shared_ptr<TokenConstraint>(std::move(g).value());
+}
+
+void print_latency(const LatencyResult& l) {
   const Percentiles& p = l.latency_s;
   std::printf("Avg latency: %.4f seconds\n", p.mean);
   const std::pair<int, double> pcts[] = {{10, p.p10}, {25, p.p25}, {50, p.p50},
@@ -162,8 +188,58 @@ int run_latency(const EngineFlags& ef, const LatencyFlags& f) {
       1000 * l.tpot_s.mean, 1000 * l.tpot_s.p50, 1000 * l.tpot_s.p90, 1000 * l.tpot_s.p99,
       l.decode_tokens_per_s, l.options.batch_size);
   print_engine_stats(l.engine);
+}
+
+// With a grammar the batch runs twice in this process, unconstrained and then constrained (same
+// prompts, same engine), and the overhead is the difference of the mean TPOTs.
+int run_latency(const EngineFlags& ef, const LatencyFlags& f) {
+  auto engine_r = make_engine(ef, f.options.batch_size);
+  if (!engine_r.is_ok()) {
+    log_error(engine_r.status().message());
+    return 1;
+  }
+  Engine& engine = *engine_r.value();
+  const Status s = check_lengths(engine, f.options.input_len, f.options.output_len);
+  if (!s.is_ok()) {
+    log_error(s.message());
+    return 1;
+  }
+  auto constraint = bench_constraint(engine, f);
+  if (!constraint.is_ok()) {
+    log_error(constraint.status().message());
+    return 1;
+  }
+  LatencyOptions plain = f.options;
+  plain.constraint = nullptr;
+  auto r = run_latency_benchmark(engine, plain);
+  if (!r.is_ok()) {
+    log_error(r.status().message());
+    return 1;
+  }
+  print_latency(r.value());
+  if (!constraint.value()) {
+    std::fflush(stdout);
+    return write_json(f.json, latency_json(r.value())) ? 0 : 1;
+  }
+  LatencyOptions guided = f.options;
+  guided.constraint = constraint.value();
+  auto c = run_latency_benchmark(engine, guided);
+  if (!c.is_ok()) {
+    log_error(c.status().message());
+    return 1;
+  }
+  std::printf("With the grammar (every request constrained, one shared grammar):\n");
+  print_latency(c.value());
+  const double base = r.value().tpot_s.mean, with = c.value().tpot_s.mean;
+  const double overhead = base > 0 ? (with - base) / base : 0.0;
+  std::printf(
+      "Constrained-decoding overhead: TPOT %.3f ms -> %.3f ms (%+.1f%%) at batch %d\n",
+      1000 * base, 1000 * with, 100 * overhead, f.options.batch_size);
   std::fflush(stdout);
-  return write_json(f.json, latency_json(l)) ? 0 : 1;
+  const nlohmann::json j = {{"unconstrained", nlohmann::json::parse(latency_json(r.value()))},
+                            {"constrained", nlohmann::json::parse(latency_json(c.value()))},
+                            {"tpot_overhead", overhead}};
+  return write_json(f.json, j.dump(2)) ? 0 : 1;
 }
 
 }  // namespace
@@ -228,6 +304,11 @@ void register_bench(CLI::App& app, int* exit_code) {
         ->check(CLI::Range(1, 100000))
         ->capture_default_str();
     cmd->add_option("--seed", o.seed, "prompt seed")->capture_default_str();
+    cmd->add_option("--guided-json", f->guided_json,
+                    "a JSON schema file: run the batch unconstrained, then with every request "
+                    "constrained to the schema, and report the TPOT overhead");
+    cmd->add_option("--guided-regex", f->guided_regex,
+                    "as --guided-json, with a regular expression");
     cmd->add_option("--json", f->json, "write the results as JSON to this file");
     add_engine_flags(*cmd, *ef);
     cmd->callback([=] { *exit_code = run_latency(*ef, *f); });

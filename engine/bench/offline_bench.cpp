@@ -42,8 +42,9 @@ struct Finished {
 };
 
 // Submits every request at once (one submit_batch, so the engine sees them arrive together) and
-// waits for all; results in request order.
-Result<std::vector<Finished>> run_batch(Engine& engine, const std::vector<BenchRequest>& requests) {
+// waits for all; results in request order. `constraint` (may be null) goes to every request.
+Result<std::vector<Finished>> run_batch(Engine& engine, const std::vector<BenchRequest>& requests,
+                                        const std::shared_ptr<TokenConstraint>& constraint = {}) {
   std::mutex mu;
   std::condition_variable cv;
   std::vector<Finished> done(requests.size());
@@ -57,6 +58,7 @@ Result<std::vector<Finished>> run_batch(Engine& engine, const std::vector<BenchR
     spec.sampling.temperature = 0.0f;
     spec.sampling.ignore_eos = true;
     spec.sampling.max_tokens = requests[i].output_len;
+    spec.sampling.constraint = constraint;
     callbacks.push_back([&, i](const StreamEvent& e) {
       if (!e.finished) return;
       std::lock_guard<std::mutex> lock(mu);
@@ -173,7 +175,7 @@ Result<LatencyResult> run_latency_benchmark(Engine& engine, const LatencyOptions
     for (auto& p : random_prompts(engine, o.batch_size, o.input_len, o.seed * 1000003 + it))
       batch.push_back({std::move(p), {}, o.output_len});
     const Clock::time_point start = Clock::now();
-    LATHE_ASSIGN_OR_RETURN(std::vector<Finished> done, run_batch(engine, batch));
+    LATHE_ASSIGN_OR_RETURN(std::vector<Finished> done, run_batch(engine, batch, o.constraint));
     const double latency = seconds(Clock::now() - start);
     if (!measured) continue;
     r.latencies_s.push_back(latency);

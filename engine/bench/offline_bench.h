@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,9 @@ struct LatencyOptions {
   int32_t num_iters_warmup = 2;
   int32_t num_iters = 5;
   uint64_t seed = 0;  // random prompts: fresh ones each iteration, so the prefix cache never helps
+  // Constrained decoding: every request of the batch shares this grammar (the server's case of one
+  // schema sent by many clients); null = unconstrained.
+  std::shared_ptr<TokenConstraint> constraint;
 };
 
 struct Percentiles {

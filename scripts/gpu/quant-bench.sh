@@ -57,11 +57,11 @@ for q in ${LATHE_QUANT_FORMATS:-none fp8 int8 int4}; do
       --model benchmarks/configs/llama-3.1-8b --copy-gbps "${COPY:-0}" --gemm-tflops "${GEMM:-0}" \
       "${args[@]}" --decode 1,8 --skip prefill,profile,throughput > "$OUT/quant-8b-$q-ab.txt" 2>&1
     while IFS= read -r line; do SUMMARY+=("  previous kernel ($ab=0): $line"); done < <(grep -E '^(batch-1 decode|decode tok/s)' "$OUT/quant-8b-$q-ab.txt")
-    if [ "$q" = int4 ]; then  # the tile kernel's other k split
-      LATHE_CUDA_INT4_TILE_WARPS=8 timeout 90 "$BIN/lathe_cuda_bench" \
+    if [ "$q" = int4 ]; then  # one launch per part, SwiGLU and RoPE/KV in their own kernels
+      LATHE_CUDA_INT4_TILE_PAIRS=0 timeout 90 "$BIN/lathe_cuda_bench" \
         --model benchmarks/configs/llama-3.1-8b --copy-gbps "${COPY:-0}" --gemm-tflops "${GEMM:-0}" \
-        "${args[@]}" --decode 1,8 --skip prefill,profile,throughput > "$OUT/quant-8b-$q-warps8.txt" 2>&1
-      while IFS= read -r line; do SUMMARY+=("  8 warps per tile (LATHE_CUDA_INT4_TILE_WARPS=8): $line"); done < <(grep -E '^(batch-1 decode|decode tok/s)' "$OUT/quant-8b-$q-warps8.txt")
+        "${args[@]}" --decode 1,8 --skip prefill,profile,throughput > "$OUT/quant-8b-$q-nopairs.txt" 2>&1
+      while IFS= read -r line; do SUMMARY+=("  one launch per part (LATHE_CUDA_INT4_TILE_PAIRS=0): $line"); done < <(grep -E '^(batch-1 decode|decode tok/s)' "$OUT/quant-8b-$q-nopairs.txt")
     fi
   fi
 done

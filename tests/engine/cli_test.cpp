@@ -133,6 +133,68 @@ class CliTest : public QObject {
     QVERIFY(j["tpot_s"].value("mean", 0.0) > 0.0);
   }
 
+  // --guided-json / --guided-regex: the batch runs unconstrained, then constrained, and the
+  // overhead is reported (issue 18's per-step figure); each kind of bad input is one error line.
+  void bench_latency_reports_the_constrained_decoding_overhead() {
+    const std::string model = lathe::test::default_model_path();
+    if (!std::filesystem::exists(model)) QSKIP("the default model is not in the cache");
+    QTemporaryDir dir;
+    const QString schema = dir.filePath("schema.json");
+    {
+      QFile f(schema);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(R"({"type":"object","properties":{"name":{"type":"string"},)"
+              R"("age":{"type":"integer","minimum":0}},"required":["name","age"]})");
+    }
+    const QStringList engine{"-m", QString::fromStdString(model), "--device", "cpu", "--threads",
+                             "2"};
+    const QStringList batch{"bench",        "latency", "--batch-size",       "2", "--input-len",
+                            "8",            "--output-len", "6", "--num-iters-warmup", "0",
+                            "--num-iters", "1"};
+    const QString json = dir.filePath("guided.json");
+    Run r = run_lathe(batch + QStringList{"--guided-json", schema, "--json", json} + engine);
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains("Constrained-decoding overhead: TPOT"), qPrintable(r.out));
+    const nlohmann::json j = read_json(json);
+    QVERIFY(j["unconstrained"]["tpot_s"].value("mean", 0.0) > 0.0);
+    QVERIFY(j["constrained"]["tpot_s"].value("mean", 0.0) > 0.0);
+    QVERIFY(j.contains("tpot_overhead"));
+
+    struct Bad {
+      QStringList args;
+      const char* says;
+    };
+    const QString not_json = dir.filePath("not.json");
+    {
+      QFile f(not_json);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write("{type: object");
+    }
+    const QString bad_schema = dir.filePath("bad_schema.json");
+    {
+      QFile f(bad_schema);
+      QVERIFY(f.open(QIODevice::WriteOnly));
+      f.write(R"({"type":"frobnicate"})");
+    }
+    const Bad bad[] = {
+        {{"--guided-json", dir.filePath("missing.json")}, "cannot open"},
+        {{"--guided-json", not_json}, "is not JSON"},
+        {{"--guided-json", bad_schema}, "--guided-json: "},
+        {{"--guided-regex", "[a-"}, "--guided-regex: "},
+        {{"--guided-json", schema, "--guided-regex", "a+"}, "not both"},
+    };
+    for (const Bad& b : bad) {
+      Run e = run_lathe(batch + b.args + engine);
+      QVERIFY2(e.exit_code != 0, qPrintable(b.args.join(' ')));
+      QCOMPARE(error_lines(e.err).size(), 1);
+      QVERIFY2(e.err.contains(b.says), qPrintable(e.err));
+    }
+    // A model without a tokenizer (dummy weights of a bare config) cannot be constrained.
+    Run none = run_lathe(batch + QStringList{"--guided-regex", "a+"} + dummy_fixture());
+    QVERIFY(none.exit_code != 0);
+    QVERIFY2(none.err.contains("needs the model's tokenizer"), qPrintable(none.err));
+  }
+
   // --quantization (shared by generate, serve and bench) quantizes at load and says so.
   void quantization_flag_quantizes_at_load() {
     for (const char* mode : {"fp8", "int8", "int4"}) {

@@ -230,7 +230,7 @@ Status CudaModel::layer(const ForwardStep& s, const CudaKvCache& kv, int64_t li,
           const GemvRopeKv rp = rope_kv_epilogue(rk);
           const bool rope_fused = fp.qkv && fused->rope && !qk_norm;
           const bool rope_epilogue =
-              !fp.qkv && !qk_norm && linear_->takes_epilogue(w, t, GemvOutput::kRopeKv);
+              !fp.qkv && !qk_norm && linear_->takes_epilogue(w, t, GemvOutput::kRopeKv, &rp);
           if (fp.qkv) {
             g.w = w.w, g.n = w.n, g.k = w.k;
             g.input = GemvInput::kRmsNorm, g.norm_weight = norm_weight, g.row_index = nullptr;

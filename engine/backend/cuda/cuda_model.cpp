@@ -108,6 +108,7 @@ Status CudaModel::init(const LoadedModel& model) {
       for (QuantPart& q : d->parts) {
         q.int4_tile_warps = sw.int4_tile_warps;
         q.int4_tiles_max_m = sw.int4_tiles_max_m;
+        q.int4_tile_pairs = sw.int4_tile_pairs;
       }
   if (!sw.quant_rows) {
     for (DeviceLayer& l : weights_.layers)

@@ -40,6 +40,9 @@ struct CudaSwitches {
   bool int4_tiles = true;
   int32_t int4_tile_warps = 8;    // LATHE_CUDA_INT4_TILE_WARPS (4 or 8): the tile kernel's k split
   int32_t int4_tiles_max_m = 32;  // LATHE_CUDA_INT4_TILES_MAX_M (8 to 4096): see QuantPart
+  // LATHE_CUDA_INT4_TILE_PAIRS=0: each 4-bit part its own launch and the SwiGLU / RoPE-KV epilogues
+  // their own kernels, instead of one launch per projection (quant_tile_plan.h), for A/B runs.
+  bool int4_tile_pairs = true;
 
   // "fused=0 lookahead=0" for the switches that differ from the defaults; "defaults" when none.
   std::string describe() const;

@@ -22,8 +22,12 @@ bool LinearDispatcher::use_gemv(const DeviceLinear& w, DType out_dtype, int64_t 
   return it->second[static_cast<size_t>(m)];
 }
 
-bool LinearDispatcher::takes_epilogue(const DeviceLinear& w, int64_t m, GemvOutput output) const {
+bool LinearDispatcher::takes_epilogue(const DeviceLinear& w, int64_t m, GemvOutput output,
+                                      const GemvRopeKv* rope) const {
   if (output == GemvOutput::kStore) return true;
+  if (!w.parts.empty())
+    return output != GemvOutput::kResidualAdd &&
+           quant_tile_pairs_take(w.parts, w.n, m, output, rope);
   return gemv_epilogues_ && output != GemvOutput::kResidualAdd && m <= kGemvEpilogueMaxM &&
          use_gemv(w, dtype_, m);
 }
@@ -34,8 +38,14 @@ Status LinearDispatcher::run(const DeviceLinear& w, DType out_dtype, const void*
   if (m <= 0) return Status();
   LATHE_RETURN_IF_ERROR(check_format(w));
   if (!w.parts.empty()) {
+    // 4-bit tiles: the projection's parts in one launch with the epilogue (quant_tile_plan.h);
+    // one part alone keeps the one-tile kernel.
+    const GemvRopeKv* r = output == GemvOutput::kRopeKv ? &rope : nullptr;
+    if ((output != GemvOutput::kStore || w.parts.size() > 1) &&
+        quant_tile_pairs_take(w.parts, w.n, m, output, r))
+      return quant_gemv_tile_pairs(w.parts, dtype_, x, out_dtype, y, w.n, m, output, rope, stream);
     if (output != GemvOutput::kStore)
-      return internal_error(w.name + ": no epilogue on stored-format weights");
+      return internal_error(w.name + ": the epilogue was asked of a kernel that cannot apply it");
     return run_stored(w, out_dtype, x, y, m, stream);
   }
   if (output != GemvOutput::kStore) {

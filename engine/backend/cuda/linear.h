@@ -6,7 +6,8 @@
 //     on the real weights) and kept in a table; larger M always goes to cuBLASLt. Before autotune,
 //     gemv serves M <= 2.
 //   stored formats (DeviceLinear::parts, quant_linear.h): M <= kQuantGemvMaxM, quant_gemv per part
-//     (the weights dequantized in registers); larger M, the parts dequantized into a workspace in
+//     (the weights dequantized in registers), or all 4-bit tiled parts in one launch of two tiles
+//     per block with the SwiGLU / RoPE-KV epilogue (quant_gemv_tile_pairs); larger M, the parts dequantized into a workspace in
 //     the activation dtype (in slabs of rows when the projection is larger than it) and one
 //     cuBLASLt GEMM per slab. A format without a kernel is refused at upload, by name.
 // Epilogues are a policy of the call (gemv_epilogue.h): a caller that wants SwiGLU or RoPE/KV done
@@ -64,8 +65,10 @@ class LinearDispatcher {
   Status run(const DeviceLinear& w, DType out_dtype, const void* x, void* y, int64_t m,
              cudaStream_t stream, GemvOutput output = GemvOutput::kStore,
              const GemvRopeKv& rope = {}) const;
-  // Whether run() can apply `output` (kSwiglu, kRopeKv) to this product in one kernel.
-  bool takes_epilogue(const DeviceLinear& w, int64_t m, GemvOutput output) const;
+  // Whether run() can apply `output` (kSwiglu, kRopeKv) to this product in one kernel (stored
+  // formats: kRopeKv's parameters in `rope`, which decide how 4-bit tiles pair their rows).
+  bool takes_epilogue(const DeviceLinear& w, int64_t m, GemvOutput output,
+                      const GemvRopeKv* rope = nullptr) const;
 
   // x_scratch: kGemvMaxM * max k elements; y_scratch: kGemvMaxM * max n floats. Contents are
   // overwritten (x is filled with a constant, never zeros).

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "engine/backend/cuda/quant_linear.h"
+#include "engine/backend/cuda/quant_tile_plan.h"
 
 namespace lathe::cuda::quant {
 
@@ -32,6 +33,13 @@ cudaError_t dequantize_gguf(int kind, const QuantPart& p, DType act, void* out, 
                             int64_t r1, cudaStream_t stream);
 cudaError_t gemv_other(int kind, const QuantPart& p, DType act, const void* x, DType out_dtype,
                        void* y, int64_t ldy, int64_t m, cudaStream_t stream);
+// The parts of `plan` in one launch of the tile kernel, two tiles per block (m <= 8), `output` on
+// the projection's product (y: [m, n] rows of the projection, row stride n).
+cudaError_t gemv_tile_pairs(const QuantPart* parts, const TilePlan& plan, DType act, const void* x,
+                            DType out_dtype, void* y, int64_t n, int64_t m, GemvOutput output,
+                            const GemvRopeKv& rope, cudaStream_t stream);
+// Whether two tiles of this part's shape fit the tile kernel's shared memory.
+bool tile_pairs_fit(const QuantPart& p);
 cudaError_t dequantize_other(int kind, const QuantPart& p, DType act, void* out, int64_t r0,
                              int64_t r1, cudaStream_t stream);
 

@@ -126,6 +126,46 @@ Status quant_gemv(const QuantPart& p, DType act, const void* x, DType out_dtype,
   return check_launch("quant_gemv_kernel");
 }
 
+namespace {
+
+// The tile-pair plan at batch m, or why not.
+Result<TilePlan> tile_pairs_plan(const std::vector<QuantPart>& parts, int64_t n, int64_t m,
+                                 GemvOutput output, const GemvRopeKv* rope) {
+  if (m < 1 || m > kQuantGemvMaxM)
+    return unsupported(strformat("tile pairs: batches of 1 to %d rows", kQuantGemvMaxM));
+  for (const QuantPart& p : parts) LATHE_RETURN_IF_ERROR(check(p, "quant_gemv_tile_pairs"));
+  LATHE_ASSIGN_OR_RETURN(TilePlan plan, plan_tile_pairs(parts, n, output, rope));
+  if (!quant::tile_pairs_fit(parts[0]))
+    return unsupported("tile pairs: the scales of two tiles do not fit in shared memory");
+  return plan;
+}
+
+}  // namespace
+
+bool quant_tile_pairs_take(const std::vector<QuantPart>& parts, int64_t n, int64_t m,
+                           GemvOutput output, const GemvRopeKv* rope) {
+  return tile_pairs_plan(parts, n, m, output, rope).is_ok();
+}
+
+Status quant_gemv_tile_pairs(const std::vector<QuantPart>& parts, DType act, const void* x,
+                             DType out_dtype, void* y, int64_t n, int64_t m, GemvOutput output,
+                             const GemvRopeKv& rope, cudaStream_t stream) {
+  if (m <= 0) return Status();
+  if (!is_act_dtype(act) || (out_dtype != act && out_dtype != DType::kF32))
+    return invalid_argument("quant_gemv_tile_pairs: bf16/f16 activations, output of that type or f32");
+  if (output != GemvOutput::kStore && out_dtype != act)
+    return invalid_argument("quant_gemv_tile_pairs: an epilogue writes the activation type");
+  if (output == GemvOutput::kRopeKv)
+    LATHE_RETURN_IF_ERROR(check_rope_kv("quant_gemv_tile_pairs", n, rope, act));
+  LATHE_ASSIGN_OR_RETURN(const TilePlan plan,
+                         tile_pairs_plan(parts, n, m, output,
+                                         output == GemvOutput::kRopeKv ? &rope : nullptr));
+  const cudaError_t err = quant::gemv_tile_pairs(parts.data(), plan, act, x, out_dtype, y, n, m,
+                                                 output, rope, stream);
+  if (err != cudaSuccess) return cuda_error(err, "launch of the tile-pairs kernel");
+  return check_launch("quant_gemv_tiles_kernel");
+}
+
 Status quant_dequantize(const QuantPart& p, DType act, void* out, int64_t r0, int64_t r1,
                         cudaStream_t stream) {
   if (r1 <= r0) return Status();

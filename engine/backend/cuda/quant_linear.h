@@ -24,7 +24,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "engine/backend/cuda/gemv_epilogue.h"
 #include "engine/core/dtype.h"
 #include "engine/core/status.h"
 #include "engine/model/weight_matrix.h"
@@ -60,6 +62,9 @@ struct QuantPart {
   // The largest batch the tile kernel takes (in slabs of kTileMaxM rows) before the
   // dequantize-then-GEMM path; LATHE_CUDA_INT4_TILES_MAX_M.
   int32_t int4_tiles_max_m = 32;
+  // Parts of a projection in one launch, two tiles per block, with the epilogues
+  // (quant_gemv_tile_pairs); LATHE_CUDA_INT4_TILE_PAIRS=0 turns it off for A/B runs.
+  bool int4_tile_pairs = true;
   // Bytes of this part on the device (data and its scales, zero points, g_idx).
   int64_t bytes() const;
 };
@@ -76,6 +81,17 @@ bool quant_gemv_takes(const QuantPart& p, int64_t m);
 // (act or f32), the part's columns from row_offset. m: see quant_gemv_takes.
 Status quant_gemv(const QuantPart& p, DType act, const void* x, DType out_dtype, void* y,
                   int64_t ldy, int64_t m, cudaStream_t stream);
+
+// The parts of one projection (n rows) in one launch of the tile kernel, two 16-row tiles per block
+// (quant_tile_plan.h), at m <= kQuantGemvMaxM, with `output` (kStore, kSwiglu, kRopeKv; rope: its
+// parameters) applied to the product as gemv_epilogue.h states. Checks with plan_tile_pairs;
+// refused (unsupported) where the plan does not fit.
+Status quant_gemv_tile_pairs(const std::vector<QuantPart>& parts, DType act, const void* x,
+                             DType out_dtype, void* y, int64_t n, int64_t m, GemvOutput output,
+                             const GemvRopeKv& rope, cudaStream_t stream);
+// Whether quant_gemv_tile_pairs takes these parts at batch m with this output.
+bool quant_tile_pairs_take(const std::vector<QuantPart>& parts, int64_t n, int64_t m,
+                           GemvOutput output, const GemvRopeKv* rope);
 
 // out: [r1 - r0, k] of `act`, the part's rows r0..r1 (relative to the part) dequantized.
 Status quant_dequantize(const QuantPart& p, DType act, void* out, int64_t r0, int64_t r1,

@@ -30,6 +30,23 @@ cudaError_t gemv_other(int kind, const QuantPart& p, DType act, const void* x, D
   }
 }
 
+bool tile_pairs_fit(const QuantPart& p) {
+  return tile_smem_bytes(8, 2, p.k / p.group_size) <= kTileMaxSmem;
+}
+
+cudaError_t gemv_tile_pairs(const QuantPart* parts, const TilePlan& plan, DType act, const void* x,
+                            DType out_dtype, void* y, int64_t n, int64_t m, GemvOutput output,
+                            const GemvRopeKv& rope, cudaStream_t stream) {
+  TileLaunch L;
+  for (int i = 0; i < plan.nparts; ++i) L.parts[i] = parts[i];
+  L.plan = plan;
+  L.output = output;
+  L.out = pair_out(output, y, n, rope);
+  L.ldy = n;
+  L.out_f32 = out_dtype == DType::kF32;
+  return launch_gemv_tile_pairs(L, act, x, m, stream);
+}
+
 cudaError_t dequantize_other(int kind, const QuantPart& p, DType act, void* out, int64_t r0,
                              int64_t r1, cudaStream_t stream) {
   switch (kind) {

@@ -1,0 +1,328 @@
+// The 4-bit tile kernel's one-launch-per-projection mode (quant_tile_plan.h, quant_gemv_tiles.cuh):
+// the plan for real projection shapes and what it refuses (host only, runs everywhere), and on the
+// GPU the fused products (stores of several parts, SwiGLU, RoPE/KV) against the unfused sequence
+// they replace (one launch per part, then the swiglu / qkv_rope_kv kernel), bit for bit.
+#include <QtTest>
+
+#include <cmath>
+#include <random>
+
+#include "cuda_test_util.h"
+#include "engine/backend/cuda/gemm.h"
+#include "engine/backend/cuda/linear.h"
+#include "engine/backend/cuda/qkv_rope_kv.h"
+#include "engine/backend/cuda/quant_linear.h"
+#include "engine/backend/cuda/quant_tile_plan.h"
+#include "engine/backend/cuda/swiglu.h"
+#include "test_support.h"
+
+using namespace lathe;
+using namespace lathe::test;
+
+namespace {
+
+// A part's shape only (the plan never reads the data).
+cuda::QuantPart shape(int64_t n, int64_t k, int64_t row_offset, int group = 128) {
+  cuda::QuantPart p;
+  p.format = WeightFormat::kInt;
+  p.bits = 4;
+  p.group_size = group;
+  p.n = n;
+  p.k = k;
+  p.row_offset = row_offset;
+  p.int4_tiles = true;
+  return p;
+}
+
+cuda::GemvRopeKv rope_of(int heads, int kv_heads, int head_dim, RopeStyle style) {
+  cuda::GemvRopeKv r;
+  r.num_heads = heads;
+  r.num_kv_heads = kv_heads;
+  r.head_dim = head_dim;
+  r.style = style;
+  return r;
+}
+
+// Random codes in the tile layout (any 32-bit word is a valid set of eight codes), scales and zero
+// points, on the device.
+struct TiledPart {
+  cuda::QuantPart part;
+  std::vector<Dev> buffers;
+};
+
+TiledPart random_tiled(int64_t n, int64_t k, int group, bool zeros, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint32_t> words(static_cast<size_t>(n * k / 8));
+  for (uint32_t& w : words) w = static_cast<uint32_t>(rng());
+  std::uniform_real_distribution<float> sc(0.001f, 0.02f);
+  std::vector<uint16_t> scales(static_cast<size_t>(n * (k / group)));
+  std::vector<uint8_t> zp(scales.size());
+  for (size_t i = 0; i < scales.size(); ++i) {
+    scales[i] = f32_to_f16(sc(rng));
+    zp[i] = static_cast<uint8_t>(rng() % 16);
+  }
+  TiledPart t;
+  t.buffers.push_back(Dev::from(words));
+  t.buffers.push_back(Dev::from(scales));
+  t.buffers.push_back(Dev::from(zp));
+  t.part = shape(n, k, 0, group);
+  t.part.data = t.buffers[0].get();
+  t.part.scales = t.buffers[1].get();
+  t.part.zeros = zeros ? t.buffers[2].as<uint8_t>() : nullptr;
+  return t;
+}
+
+// A projection of parts stacked by rows.
+cuda::DeviceLinear stack(std::vector<TiledPart*> parts, int64_t k) {
+  cuda::DeviceLinear w;
+  w.name = "test";
+  w.k = k;
+  w.format = WeightFormat::kInt;
+  for (TiledPart* t : parts) {
+    t->part.row_offset = w.n;
+    w.parts.push_back(t->part);
+    w.n += t->part.n;
+  }
+  return w;
+}
+
+// The unfused product: one launch per part, y [m, w.n] of `out`.
+Status per_part(const cuda::DeviceLinear& w, DType act, const void* x, DType out, void* y,
+                int64_t m, cudaStream_t st) {
+  for (const cuda::QuantPart& p : w.parts)
+    LATHE_RETURN_IF_ERROR(cuda::quant_gemv(p, act, x, out, y, w.n, m, st));
+  return Status();
+}
+
+}  // namespace
+
+class CudaTilePairsTest : public QObject {
+  Q_OBJECT
+ private slots:
+  // Llama-3.1-8B's projections: q/k halves of heads, v adjacent tiles, gate and up across parts.
+  void plans_cover_the_projections() {
+    const int64_t h = 4096, qs = 4096, kvs = 1024, inter = 14336;
+    const std::vector<cuda::QuantPart> qkv = {shape(qs, h, 0), shape(kvs, h, qs),
+                                              shape(kvs, h, qs + kvs)};
+    const cuda::GemvRopeKv neox = rope_of(32, 8, 128, RopeStyle::kNeox);
+    auto plan = cuda::plan_tile_pairs(qkv, qs + 2 * kvs, cuda::GemvOutput::kRopeKv, &neox);
+    LATHE_QVERIFY_OK(plan.status());
+    QCOMPARE(plan.value().tasks(), 128 + 32 + 32);
+    QCOMPARE(plan.value().tiles_per_head, 8);
+    QVERIFY(plan.value().pairing[0] == cuda::TilePairing::kHeadHalves);
+    QVERIFY(plan.value().pairing[1] == cuda::TilePairing::kHeadHalves);
+    QVERIFY(plan.value().pairing[2] == cuda::TilePairing::kAdjacent);
+    QCOMPARE(plan.value().tiles_per_task(), 2);
+    const cuda::GemvRopeKv inter_style = rope_of(32, 8, 128, RopeStyle::kInterleaved);
+    plan = cuda::plan_tile_pairs(qkv, qs + 2 * kvs, cuda::GemvOutput::kRopeKv, &inter_style);
+    LATHE_QVERIFY_OK(plan.status());
+    for (int i = 0; i < 3; ++i) QVERIFY(plan.value().pairing[i] == cuda::TilePairing::kAdjacent);
+    plan = cuda::plan_tile_pairs(qkv, qs + 2 * kvs, cuda::GemvOutput::kStore, nullptr);
+    LATHE_QVERIFY_OK(plan.status());
+    QCOMPARE(plan.value().tasks(), 192);
+
+    const std::vector<cuda::QuantPart> gu = {shape(inter, h, 0), shape(inter, h, inter)};
+    plan = cuda::plan_tile_pairs(gu, 2 * inter, cuda::GemvOutput::kSwiglu, nullptr);
+    LATHE_QVERIFY_OK(plan.status());
+    QCOMPARE(plan.value().tasks(), 896);
+    QVERIFY(plan.value().pairing[0] == cuda::TilePairing::kAcrossParts);
+    // One gate|up part: gate row t pairs with up row inter + t.
+    plan = cuda::plan_tile_pairs({shape(2 * inter, h, 0)}, 2 * inter, cuda::GemvOutput::kSwiglu,
+                                 nullptr);
+    LATHE_QVERIFY_OK(plan.status());
+    QCOMPARE(plan.value().tiles_per_head, 2 * 896);
+    QCOMPARE(plan.value().tasks(), 896);
+
+    const cuda::TilePlan single = cuda::single_tile_plan(shape(h, inter, 0));
+    QCOMPARE(single.tasks(), 256);
+    QCOMPARE(single.tiles_per_task(), 1);
+  }
+
+  // Each refusal names what does not fit (the caller then runs the unfused sequence).
+  void plans_refuse_what_does_not_fit() {
+    const cuda::GemvRopeKv neox = rope_of(4, 2, 128, RopeStyle::kNeox);
+    auto refused = [](const Result<cuda::TilePlan>& r, const char* words) {
+      return !r.is_ok() && r.status().message().find(words) != std::string::npos;
+    };
+    QVERIFY(refused(cuda::plan_tile_pairs({shape(48, 256, 0)}, 48, cuda::GemvOutput::kStore,
+                                          nullptr),
+                    "odd number"));
+    // A head size whose halves are not whole tiles (80 / 2 = 40 rows).
+    const cuda::GemvRopeKv odd = rope_of(4, 2, 80, RopeStyle::kNeox);
+    QVERIFY(refused(cuda::plan_tile_pairs({shape(320, 256, 0), shape(160, 256, 320),
+                                           shape(160, 256, 480)},
+                                          640, cuda::GemvOutput::kRopeKv, &odd),
+                    "heads"));
+    // One part over the k and v rows.
+    QVERIFY(refused(cuda::plan_tile_pairs({shape(512, 256, 0), shape(512, 256, 512)}, 1024,
+                                          cuda::GemvOutput::kRopeKv, &neox),
+                    "spans k and v"));
+    QVERIFY(refused(cuda::plan_tile_pairs({shape(512, 256, 0)}, 1000, cuda::GemvOutput::kRopeKv,
+                                          &neox),
+                    "not the q, k and v heads"));
+    QVERIFY(refused(cuda::plan_tile_pairs({shape(512, 256, 0)}, 1024, cuda::GemvOutput::kRopeKv,
+                                          nullptr),
+                    "without its parameters"));
+    cuda::QuantPart rows = shape(64, 256, 0);
+    rows.int4_tiles = false;
+    QVERIFY(refused(cuda::plan_tile_pairs({rows}, 64, cuda::GemvOutput::kStore, nullptr),
+                    "tile layout"));
+    cuda::QuantPart off = shape(64, 256, 0);
+    off.int4_tile_pairs = false;
+    QVERIFY(refused(cuda::plan_tile_pairs({off}, 64, cuda::GemvOutput::kStore, nullptr),
+                    "LATHE_CUDA_INT4_TILE_PAIRS=0"));
+    QVERIFY(refused(cuda::plan_tile_pairs({shape(64, 256, 0), shape(64, 512, 64)}, 128,
+                                          cuda::GemvOutput::kStore, nullptr),
+                    "input width or group size"));
+    QVERIFY(refused(cuda::plan_tile_pairs({shape(64, 256, 0), shape(32, 256, 64)}, 96,
+                                          cuda::GemvOutput::kSwiglu, nullptr),
+                    "SwiGLU needs"));
+    QVERIFY(refused(cuda::plan_tile_pairs({shape(32, 256, 0), shape(32, 256, 32),
+                                           shape(32, 256, 64), shape(32, 256, 96)},
+                                          128, cuda::GemvOutput::kStore, nullptr),
+                    "1 to 3 parts"));
+    QVERIFY(refused(cuda::plan_tile_pairs({shape(64, 256, 0)}, 64, cuda::GemvOutput::kResidualAdd,
+                                          nullptr),
+                    "no such epilogue"));
+  }
+
+  // Stores of several parts (f32 and the activation type), SwiGLU over a gate and an up part and
+  // over one gate|up part, RoPE/KV in both styles with and without bias and a skipped slot: equal
+  // to the unfused sequence bit for bit, for M = 1, 3, 8, both activation types, with and without
+  // zero points; through LinearDispatcher as the forward pass calls it.
+  void tile_pairs_match_unfused() {
+    LATHE_REQUIRE_GPU();
+    cudaStream_t st = nullptr;
+    LATHE_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    auto gemm = cuda::Gemm::create();
+    QVERIFY(gemm.is_ok());
+    const int64_t k = 512, inter = 48, hq = 4, hkv = 2, block_size = 16, num_blocks = 8;
+    for (DType t : {DType::kBF16, DType::kF16}) {
+      cuda::LinearDispatcher disp(gemm.value().get(), t, true);
+      for (bool zeros : {false, true}) {
+        TiledPart gate = random_tiled(inter, k, 128, zeros, 1), up = random_tiled(inter, k, 128,
+                                                                                  zeros, 2);
+        TiledPart gu1 = random_tiled(2 * inter, k, 64, zeros, 3);
+        for (int64_t m : {int64_t{1}, int64_t{3}, int64_t{8}}) {
+          Dev d_x = Dev::from(encode16(t, random_floats(m * k, 40 + static_cast<uint32_t>(m))));
+          const QString what = QString("dtype=%1 zeros=%2 m=%3")
+                                   .arg(static_cast<int>(t))
+                                   .arg(zeros)
+                                   .arg(m);
+          // SwiGLU, on two parts and on one.
+          for (int variant = 0; variant < 2; ++variant) {
+            const cuda::DeviceLinear w = variant == 0 ? stack({&gate, &up}, k) : stack({&gu1}, k);
+            QVERIFY(disp.takes_epilogue(w, m, cuda::GemvOutput::kSwiglu));
+            Dev d_gu = Dev::poisoned(m * 2 * inter * 2), d_ref = Dev::poisoned(m * inter * 2),
+                d_act = Dev::poisoned(m * inter * 2);
+            LATHE_QVERIFY_OK(per_part(w, t, d_x.get(), t, d_gu.get(), m, st));
+            LATHE_QVERIFY_OK(cuda::swiglu(t, d_gu.get(), d_ref.get(), m, inter, st));
+            LATHE_QVERIFY_OK(
+                disp.run(w, t, d_x.get(), d_act.get(), m, st, cuda::GemvOutput::kSwiglu));
+            LATHE_CUDA_CHECK(cudaStreamSynchronize(st));
+            QVERIFY2(d_act.download<uint16_t>(m * inter) == d_ref.download<uint16_t>(m * inter),
+                     qPrintable(what + QString(" swiglu variant %1").arg(variant)));
+          }
+          for (int64_t d : {int64_t{64}, int64_t{128}}) {
+            TiledPart q = random_tiled(hq * d, k, 128, zeros, 4),
+                      kp = random_tiled(hkv * d, k, 128, zeros, 5),
+                      v = random_tiled(hkv * d, k, 128, zeros, 6);
+            const cuda::DeviceLinear w = stack({&q, &kp, &v}, k);
+            const int64_t n = w.n, cache_elems = num_blocks * block_size * hkv * d;
+            // Stores of the three parts in one launch, f32 and the activation type.
+            for (DType out : {DType::kF32, t}) {
+              const int64_t bytes = out == DType::kF32 ? 4 : 2;
+              Dev y_ref = Dev::poisoned(m * n * bytes), y = Dev::poisoned(m * n * bytes);
+              LATHE_QVERIFY_OK(per_part(w, t, d_x.get(), out, y_ref.get(), m, st));
+              LATHE_QVERIFY_OK(disp.run(w, out, d_x.get(), y.get(), m, st));
+              LATHE_CUDA_CHECK(cudaStreamSynchronize(st));
+              QVERIFY2(y.download<uint8_t>(m * n * bytes) == y_ref.download<uint8_t>(m * n * bytes),
+                       qPrintable(what + " store"));
+            }
+            std::vector<float> inv(d / 2);
+            for (int64_t i = 0; i < d / 2; ++i)
+              inv[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / d));
+            Dev d_inv = Dev::from(inv), d_qb = Dev::from(random_floats(hq * d, 44)),
+                d_kb = Dev::from(random_floats(hkv * d, 45)),
+                d_vb = Dev::from(random_floats(hkv * d, 46));
+            std::vector<int32_t> pos = {7, 1023, 31000, 2, 5, 6, 9, 100};
+            std::vector<int64_t> slots = {5, -1, 77, 12, 0, 1, 2, 3};
+            pos.resize(m), slots.resize(m);
+            Dev d_pos = Dev::from(pos), d_slots = Dev::from(slots);
+            for (RopeStyle rs : {RopeStyle::kNeox, RopeStyle::kInterleaved}) {
+              for (bool bias : {false, true}) {
+                const std::vector<uint16_t> fill =
+                    encode16(t, std::vector<float>(cache_elems, 0.25f));
+                Dev kc_ref = Dev::from(fill), vc_ref = Dev::from(fill), kc = Dev::from(fill),
+                    vc = Dev::from(fill);
+                Dev y_ref = Dev::poisoned(m * n * 2), y = Dev::poisoned(m * n * 2);
+                LATHE_QVERIFY_OK(per_part(w, t, d_x.get(), t, y_ref.get(), m, st));
+                cuda::QkvRopeKvArgs rk;
+                rk.qkv = y_ref.get();
+                rk.num_tokens = m, rk.num_heads = hq, rk.num_kv_heads = hkv, rk.head_dim = d;
+                rk.positions = d_pos.as<int32_t>();
+                rk.inv_freq = d_inv.as<float>();
+                rk.style = rs;
+                if (bias)
+                  rk.q_bias = d_qb.as<float>(), rk.k_bias = d_kb.as<float>(),
+                  rk.v_bias = d_vb.as<float>();
+                rk.k_cache = kc_ref.get(), rk.v_cache = vc_ref.get();
+                rk.slot_mapping = d_slots.as<int64_t>();
+                rk.dtype = t;
+                rk.kv_dtype = t;
+                LATHE_QVERIFY_OK(cuda::qkv_rope_kv(rk, st));
+                cuda::GemvRopeKv rp =
+                    rope_of(static_cast<int>(hq), static_cast<int>(hkv), static_cast<int>(d), rs);
+                rp.positions = rk.positions, rp.inv_freq = rk.inv_freq;
+                rp.q_bias = rk.q_bias, rp.k_bias = rk.k_bias, rp.v_bias = rk.v_bias;
+                rp.k_cache = kc.get(), rp.v_cache = vc.get(), rp.slot_mapping = rk.slot_mapping;
+                rp.kv_dtype = t;
+                QVERIFY(disp.takes_epilogue(w, m, cuda::GemvOutput::kRopeKv, &rp));
+                LATHE_QVERIFY_OK(
+                    disp.run(w, t, d_x.get(), y.get(), m, st, cuda::GemvOutput::kRopeKv, rp));
+                LATHE_CUDA_CHECK(cudaStreamSynchronize(st));
+                const QString rw = what + QString(" d=%1 style=%2 bias=%3")
+                                              .arg(d)
+                                              .arg(static_cast<int>(rs))
+                                              .arg(bias);
+                QVERIFY2(y.download<uint16_t>(m * n) == y_ref.download<uint16_t>(m * n),
+                         qPrintable(rw));
+                QVERIFY2(
+                    kc.download<uint16_t>(cache_elems) == kc_ref.download<uint16_t>(cache_elems),
+                    qPrintable(rw + " k cache"));
+                QVERIFY2(
+                    vc.download<uint16_t>(cache_elems) == vc_ref.download<uint16_t>(cache_elems),
+                    qPrintable(rw + " v cache"));
+              }
+            }
+          }
+        }
+      }
+    }
+    LATHE_CUDA_CHECK(cudaStreamDestroy(st));
+  }
+
+  // What quant_gemv_tile_pairs refuses, each with a message naming it.
+  void tile_pairs_refuse_bad_calls() {
+    LATHE_REQUIRE_GPU();
+    const int64_t k = 256, inter = 32;
+    TiledPart gate = random_tiled(inter, k, 128, false, 7), up = random_tiled(inter, k, 128,
+                                                                              false, 8);
+    const cuda::DeviceLinear w = stack({&gate, &up}, k);
+    Dev d_x = Dev::from(encode16(DType::kBF16, random_floats(9 * k, 9)));
+    Dev d_y = Dev::poisoned(9 * 2 * inter * 4);
+    auto refused = [&](DType out, int64_t m, cuda::GemvOutput o, const char* words) {
+      const Status s = cuda::quant_gemv_tile_pairs(w.parts, DType::kBF16, d_x.get(), out,
+                                                   d_y.get(), w.n, m, o, cuda::GemvRopeKv{},
+                                                   nullptr);
+      return !s.is_ok() && s.message().find(words) != std::string::npos;
+    };
+    QVERIFY(refused(DType::kBF16, 9, cuda::GemvOutput::kSwiglu, "batches of 1 to 8"));
+    QVERIFY(refused(DType::kF32, 1, cuda::GemvOutput::kSwiglu, "activation type"));
+    QVERIFY(refused(DType::kBF16, 1, cuda::GemvOutput::kRopeKv, "RoPE/KV output needs"));
+    QVERIFY(refused(DType::kF16, 1, cuda::GemvOutput::kStore, "output of that type or f32"));
+  }
+};
+
+QTEST_GUILESS_MAIN(CudaTilePairsTest)
+#include "cuda_tile_pairs_test.moc"
