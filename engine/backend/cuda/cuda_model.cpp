@@ -92,17 +92,27 @@ Status CudaModel::init(const LoadedModel& model) {
   LATHE_ASSIGN_OR_RETURN(
       weights_, upload_weights(model, options_.dtype, options_.dummy_seed, options_.parallel,
                                sw.native_formats, sw.int4_tiles, ctx_->stream()));
-  // FP8 weights are decoded to the activation dtype inside the products (W8A16) on every GPU for
-  // now: said once in words, as users of other engines are caught out by a silent downgrade.
+  // FP8 weights: W8A16 in the bandwidth-bound decode products (batch <= 8) and, above, W8A8 on FP8
+  // tensor cores where the GPU has them (compute capability 8.9+); said once in words either way,
+  // as users of other engines are caught out by a silent downgrade.
   bool has_fp8 = false;
   for (const DeviceLayer& l : weights_.layers)
     for (const DeviceLinear* d : {&l.qkv, &l.o, &l.gate_up, &l.down})
       for (const QuantPart& q : d->parts) has_fp8 |= q.format == WeightFormat::kFp8;
-  if (has_fp8)
-    log_info(
-        strformat("CUDA: FP8 weights run as W8A16 on %s: decoded to %s in the matrix products, "
-                  "activations not quantized (FP8 tensor-core products are not implemented yet)",
-                  props().name.c_str(), std::string(dtype_name(options_.dtype)).c_str()));
+  fp8_tensor_cores_ = sw.fp8_gemm && props().major * 10 + props().minor >= 89;
+  if (has_fp8 && fp8_tensor_cores_)
+    log_info(strformat(
+        "CUDA: FP8 weights on %s: W8A8 on FP8 tensor cores above batch %d (activations quantized "
+        "per token at run time), decoded to %s in the batch-1..%d products (W8A16)",
+        props().name.c_str(), kQuantGemvMaxM, std::string(dtype_name(options_.dtype)).c_str(),
+        kQuantGemvMaxM));
+  else if (has_fp8)
+    log_info(strformat(
+        "CUDA: FP8 weights run as W8A16 on %s: decoded to %s in the matrix products, activations "
+        "not quantized (%s)",
+        props().name.c_str(), std::string(dtype_name(options_.dtype)).c_str(),
+        sw.fp8_gemm ? "this GPU has no FP8 tensor cores; they start at compute capability 8.9"
+                    : "LATHE_CUDA_FP8_GEMM=0"));
   for (DeviceLayer& l : weights_.layers)
     for (DeviceLinear* d : {&l.qkv, &l.o, &l.gate_up, &l.down})
       for (QuantPart& q : d->parts) {
@@ -164,6 +174,7 @@ Status CudaModel::allocate_activations() {
                                  static_cast<size_t>(act_.attn_counters.bytes()), ctx_->stream()));
   linear_ = std::make_unique<LinearDispatcher>(&ctx_->gemm(), options_.dtype,
                                                options_.switches.gemv_epilogues);
+  linear_->set_fp8_gemm(fp8_tensor_cores_);
   // Stored-format projections at batches above quant_gemv's: dequantized into this workspace, a
   // layer projection whole, the LM head in slabs of at most kDequantHeadSlabBytes.
   int64_t dq = 0;

@@ -38,6 +38,9 @@ struct CudaSwitches {
   // LATHE_CUDA_INT4_TILES=0: 4-bit codes uploaded in the row layout (the multi-row kernel) instead
   // of the tensor-core tile layout (quant_gemv_tiles.cuh), for A/B runs.
   bool int4_tiles = true;
+  // LATHE_CUDA_FP8_GEMM=0: FP8 parts above batch 8 dequantized for a 16-bit GEMM (W8A16) instead of
+  // W8A8 on FP8 tensor cores (per-token activation scales; LinearDispatcher), for A/B runs.
+  bool fp8_gemm = true;
   int32_t int4_tile_warps = 8;    // LATHE_CUDA_INT4_TILE_WARPS (4 or 8): the tile kernel's k split
   int32_t int4_tiles_max_m = 32;  // LATHE_CUDA_INT4_TILES_MAX_M (8 to 4096): see QuantPart
   // LATHE_CUDA_INT4_TILE_PAIRS=0: each 4-bit part its own launch and the SwiGLU / RoPE-KV epilogues

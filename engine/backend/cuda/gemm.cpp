@@ -22,8 +22,10 @@ Gemm::~Gemm() {
 }
 
 Result<const Gemm::Plan*> Gemm::plan_for(DType dtype, DType out_dtype, int64_t m, int64_t n,
-                                         int64_t k, int64_t ldy) {
-  const Key key{static_cast<int>(dtype), static_cast<int>(out_dtype), m, n, k, ldy};
+                                         int64_t k, int64_t ldy, bool w_channel) {
+  const bool fp8 = dtype == DType::kF8E4M3;
+  const Key key{2 * static_cast<int>(dtype) + (w_channel ? 1 : 0), static_cast<int>(out_dtype), m,
+                n, k, ldy};
   auto it = plans_.find(key);
   if (it != plans_.end()) return &it->second;
 
@@ -35,12 +37,24 @@ Result<const Gemm::Plan*> Gemm::plan_for(DType dtype, DType out_dtype, int64_t m
     if (p.desc != nullptr) cublasLtMatmulDescDestroy(p.desc);
     return s;
   };
-  const cudaDataType_t ab = cuda_data_type(dtype), dt = cuda_data_type(out_dtype);
+  const cudaDataType_t ab = fp8 ? CUDA_R_8F_E4M3 : cuda_data_type(dtype),
+                       dt = cuda_data_type(out_dtype);
   cublasStatus_t st = cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
   if (st != CUBLAS_STATUS_SUCCESS) return fail(cublas_error(st, "cublasLtMatmulDescCreate"));
   const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
   cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a));
   cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b));
+  if (fp8) {
+    // cuBLASLt's A is the weights (scales per row of op(A) = per output channel), B the
+    // activations (per column of B = per token).
+    const int32_t a_mode = w_channel ? CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F
+                                     : CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+    const int32_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode,
+                                   sizeof(a_mode));
+    cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode,
+                                   sizeof(b_mode));
+  }
   st = cublasLtMatrixLayoutCreate(&p.a, ab, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k);
   if (st == CUBLAS_STATUS_SUCCESS)
     st =
@@ -66,7 +80,9 @@ Result<const Gemm::Plan*> Gemm::plan_for(DType dtype, DType out_dtype, int64_t m
                     ? cublas_error(st, "cublasLtMatmulAlgoGetHeuristic")
                     : unsupported(strformat(
                           "cuBLASLt has no algorithm for a %s matmul of M=%lld N=%lld K=%lld",
-                          std::string(dtype_name(dtype)).c_str(), static_cast<long long>(m),
+                          fp8 ? (w_channel ? "fp8 (per-token x per-channel scales)"
+                                           : "fp8 (per-token x per-tensor scales)")
+                              : std::string(dtype_name(dtype)).c_str(), static_cast<long long>(m),
                           static_cast<long long>(n), static_cast<long long>(k))));
   p.algo = result.algo;
   auto [pos, inserted] = plans_.emplace(key, p);
@@ -84,6 +100,32 @@ Status Gemm::matmul(DType dtype, DType out_dtype, const void* x, const void* w, 
   LATHE_ASSIGN_OR_RETURN(const Plan* p, plan_for(dtype, out_dtype, m, n, k, ldy));
   const float alpha = 1.0f, beta = 0.0f;
   LATHE_CUBLAS_TRY(cublasLtMatmul(handle_, p->desc, &alpha, w, p->a, x, p->b, &beta, y, p->d, y,
+                                  p->d, &p->algo, workspace_.get(),
+                                  static_cast<size_t>(workspace_.bytes()), stream));
+  return Status();
+}
+
+Status Gemm::matmul_fp8(DType out_dtype, const uint8_t* xq, const float* xs, const uint8_t* wq,
+                        const float* ws, bool w_channel, void* y, int64_t m, int64_t n, int64_t k,
+                        cudaStream_t stream, int64_t ldy) {
+  if (!is_act_dtype(out_dtype) && out_dtype != DType::kF32)
+    return invalid_argument("matmul_fp8: output must be bf16, f16 or f32");
+  if (k % 16 != 0) return invalid_argument("matmul_fp8: k must be a multiple of 16");
+  if (m <= 0 || n <= 0) return Status();
+  if (ldy <= 0) ldy = n;
+  if (ldy < n) return invalid_argument("matmul_fp8: the output row stride is shorter than a row");
+  LATHE_ASSIGN_OR_RETURN(const Plan* p,
+                         plan_for(DType::kF8E4M3, out_dtype, m, n, k, ldy, w_channel));
+  // The scale vectors differ per call: set on the plan's descriptor before each product (a host-side
+  // attribute, read when the product is enqueued).
+  const void* a_scale = ws;
+  const void* b_scale = xs;
+  LATHE_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                                  &a_scale, sizeof(a_scale)));
+  LATHE_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                                  &b_scale, sizeof(b_scale)));
+  const float alpha = 1.0f, beta = 0.0f;
+  LATHE_CUBLAS_TRY(cublasLtMatmul(handle_, p->desc, &alpha, wq, p->a, xq, p->b, &beta, y, p->d, y,
                                   p->d, &p->algo, workspace_.get(),
                                   static_cast<size_t>(workspace_.bytes()), stream));
   return Status();

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "engine/backend/cuda/fp8_activations.h"
 #include "engine/backend/cuda/launch_timer.h"
+#include "engine/core/log.h"
 #include "engine/backend/cuda/random_fill.h"
 
 namespace lathe::cuda {
@@ -57,8 +59,46 @@ Status LinearDispatcher::run(const DeviceLinear& w, DType out_dtype, const void*
   return gemm_->matmul(dtype_, out_dtype, x, w.w, y, m, w.n, w.k, stream);
 }
 
+namespace {
+
+// The W8A8 path's use of the dequantization workspace: e4m3 activations [m, k], then their scales.
+int64_t fp8_codes_bytes(int64_t m, int64_t k) {
+  return (m * k + 255) / 256 * 256;
+}
+
+}  // namespace
+
+bool LinearDispatcher::fp8_gemm_takes(const DeviceLinear& w, int64_t m) const {
+  if (!fp8_gemm_ || fp8_gemm_failed_ || m <= kQuantGemvMaxM || w.k % 16 != 0 || w.parts.empty())
+    return false;
+  for (const QuantPart& p : w.parts)
+    if (p.format != WeightFormat::kFp8 || p.fp8_scale == ScaleGranularity::kBlock) return false;
+  return dequant_ws_ != nullptr && fp8_codes_bytes(m, w.k) + m * 4 <= dequant_ws_bytes_;
+}
+
+Status LinearDispatcher::run_fp8(const DeviceLinear& w, DType out_dtype, const void* x, void* y,
+                                 int64_t m, cudaStream_t stream) const {
+  uint8_t* xq = static_cast<uint8_t*>(dequant_ws_);
+  float* xs = reinterpret_cast<float*>(xq + fp8_codes_bytes(m, w.k));
+  LATHE_RETURN_IF_ERROR(quantize_fp8_per_token(dtype_, x, m, w.k, xq, xs, stream));
+  const int64_t out_bytes = out_dtype == DType::kF32 ? 4 : 2;
+  for (const QuantPart& p : w.parts)
+    LATHE_RETURN_IF_ERROR(gemm_->matmul_fp8(
+        out_dtype, xq, xs, static_cast<const uint8_t*>(p.data), static_cast<const float*>(p.scales),
+        p.fp8_scale == ScaleGranularity::kChannel, static_cast<uint8_t*>(y) + p.row_offset * out_bytes,
+        m, p.n, w.k, stream, w.n));
+  return Status();
+}
+
 Status LinearDispatcher::run_stored(const DeviceLinear& w, DType out_dtype, const void* x, void* y,
                                     int64_t m, cudaStream_t stream) const {
+  if (fp8_gemm_takes(w, m)) {
+    const Status s = run_fp8(w, out_dtype, x, y, m, stream);
+    if (s.is_ok() || s.code() != ErrorCode::kUnsupported) return s;
+    // No cuBLASLt algorithm for these scale modes: W8A16 from now on, said once.
+    fp8_gemm_failed_ = true;
+    log_warning("CUDA: " + s.message() + "; FP8 weights run as W8A16 (dequantized) instead");
+  }
   if (m <= kQuantGemvMaxM) {
     for (const QuantPart& p : w.parts)
       LATHE_RETURN_IF_ERROR(quant_gemv(p, dtype_, x, out_dtype, y, w.n, m, stream));

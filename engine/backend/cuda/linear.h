@@ -9,7 +9,9 @@
 //     (the weights dequantized in registers), or all 4-bit tiled parts in one launch of two tiles
 //     per block with the SwiGLU / RoPE-KV epilogue (quant_gemv_tile_pairs); larger M, the parts dequantized into a workspace in
 //     the activation dtype (in slabs of rows when the projection is larger than it) and one
-//     cuBLASLt GEMM per slab. A format without a kernel is refused at upload, by name.
+//     cuBLASLt GEMM per slab (FP8 parts with per-tensor or per-channel scales: W8A8 instead,
+//     activations quantized per token, one FP8 cuBLASLt product per part, set_fp8_gemm). A format
+//     without a kernel is refused at upload, by name.
 // Epilogues are a policy of the call (gemv_epilogue.h): a caller that wants SwiGLU or RoPE/KV done
 // on the product asks takes_epilogue(); when the kernel chosen for (format, M) can apply it, run()
 // with that epilogue does the whole thing in one kernel, else the caller stores and runs the
@@ -81,6 +83,11 @@ class LinearDispatcher {
     dequant_ws_ = ws;
     dequant_ws_bytes_ = bytes;
   }
+  // FP8 parts above kQuantGemvMaxM: W8A8 on FP8 tensor cores (activations quantized per token
+  // into the dequantization workspace, one cuBLASLt FP8 product per part) instead of W8A16.
+  void set_fp8_gemm(bool on) { fp8_gemm_ = on; }
+  // Whether run() serves this stored product with the W8A8 path.
+  bool fp8_gemm_takes(const DeviceLinear& w, int64_t m) const;
   // Whether run() serves this product with gemv.
   bool use_gemv(const DeviceLinear& w, DType out_dtype, int64_t m) const;
 
@@ -89,10 +96,15 @@ class LinearDispatcher {
   Status check_format(const DeviceLinear& w) const;
   Status run_stored(const DeviceLinear& w, DType out_dtype, const void* x, void* y, int64_t m,
                     cudaStream_t stream) const;
+  Status run_fp8(const DeviceLinear& w, DType out_dtype, const void* x, void* y, int64_t m,
+                 cudaStream_t stream) const;
 
   Gemm* gemm_;
   DType dtype_;
   bool gemv_epilogues_;
+  bool fp8_gemm_ = false;
+  // Set when cuBLASLt had no W8A8 algorithm (said once; FP8 then dequantizes as before).
+  mutable bool fp8_gemm_failed_ = false;
   void* dequant_ws_ = nullptr;
   int64_t dequant_ws_bytes_ = 0;
   std::map<Key, std::array<bool, kGemvMaxM + 1>> table_;
