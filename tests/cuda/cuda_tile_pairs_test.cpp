@@ -8,6 +8,7 @@
 #include <random>
 
 #include "cuda_test_util.h"
+#include "engine/backend/cuda/add_rms_norm.h"
 #include "engine/backend/cuda/gemm.h"
 #include "engine/backend/cuda/linear.h"
 #include "engine/backend/cuda/qkv_rope_kv.h"
@@ -302,6 +303,70 @@ class CudaTilePairsTest : public QObject {
     LATHE_CUDA_CHECK(cudaStreamDestroy(st));
   }
 
+  // The RMSNorm input (the kernel normalizes the residual itself) against add_rms_norm followed by
+  // the same product, and the residual-add epilogue against the stored product added on the host:
+  // bit for bit, M = 1, 2, 5, 8, both activation types.
+  void norm_input_and_residual_add_match_unfused() {
+    LATHE_REQUIRE_GPU();
+    cudaStream_t st = nullptr;
+    LATHE_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    auto gemm = cuda::Gemm::create();
+    QVERIFY(gemm.is_ok());
+    const int64_t k = 1024, inter = 64, hidden = 96;
+    for (DType t : {DType::kBF16, DType::kF16}) {
+      cuda::LinearDispatcher disp(gemm.value().get(), t, true);
+      TiledPart gate = random_tiled(inter, k, 128, true, 11), up = random_tiled(inter, k, 128,
+                                                                                true, 12);
+      const cuda::DeviceLinear gu = stack({&gate, &up}, k);
+      TiledPart down = random_tiled(hidden, k, 128, false, 13);
+      const cuda::DeviceLinear dn = stack({&down}, k);
+      Dev d_w = Dev::from(random_floats(static_cast<size_t>(k), 14, 0.5f, 1.5f));
+      for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{5}, int64_t{8}}) {
+        const QString what = QString("dtype=%1 m=%2").arg(static_cast<int>(t)).arg(m);
+        const std::vector<float> res = random_floats(static_cast<size_t>(m * k), 15, -3.f, 3.f);
+        Dev d_res = Dev::from(res);
+        // Unfused: the norm kernel, then the SwiGLU product on its output.
+        Dev d_xn = Dev::poisoned(m * k * 2), d_ref = Dev::poisoned(m * inter * 2),
+            d_act = Dev::poisoned(m * inter * 2);
+        cuda::AddRmsNormArgs na;
+        na.residual = d_res.as<float>();
+        na.weight = d_w.as<float>();
+        na.out = d_xn.get();
+        na.rows = m;
+        na.dim = k;
+        na.eps = 1e-6f;
+        na.dtype = t;
+        LATHE_QVERIFY_OK(cuda::add_rms_norm(na, st));
+        LATHE_QVERIFY_OK(disp.run(gu, t, d_xn.get(), d_ref.get(), m, st,
+                                  cuda::GemvOutput::kSwiglu));
+        QVERIFY(disp.takes_norm_input(gu, m, cuda::GemvOutput::kSwiglu));
+        const cuda::TileNormInput ni{d_res.as<float>(), d_w.as<float>(), 1e-6f};
+        LATHE_QVERIFY_OK(disp.run(gu, t, nullptr, d_act.get(), m, st, cuda::GemvOutput::kSwiglu,
+                                  {}, &ni));
+        LATHE_CUDA_CHECK(cudaStreamSynchronize(st));
+        QVERIFY2(d_act.download<uint16_t>(m * inter) == d_ref.download<uint16_t>(m * inter),
+                 qPrintable(what + " norm input"));
+        // Residual add: residual += float(round(down(x))).
+        QVERIFY(disp.takes_epilogue(dn, m, cuda::GemvOutput::kResidualAdd));
+        Dev d_y = Dev::poisoned(m * hidden * 2);
+        const std::vector<float> r0 = random_floats(static_cast<size_t>(m * hidden), 16);
+        Dev d_r = Dev::from(r0);
+        LATHE_QVERIFY_OK(disp.run(dn, t, d_xn.get(), d_y.get(), m, st));
+        LATHE_QVERIFY_OK(disp.run(dn, t, d_xn.get(), d_r.get(), m, st,
+                                  cuda::GemvOutput::kResidualAdd));
+        LATHE_CUDA_CHECK(cudaStreamSynchronize(st));
+        const std::vector<float> y = decode16(t, d_y.download<uint16_t>(m * hidden));
+        std::vector<float> want = r0;
+        for (size_t i = 0; i < want.size(); ++i) want[i] += y[i];
+        QVERIFY2(d_r.download<float>(m * hidden) == want, qPrintable(what + " residual add"));
+      }
+      // Above batch 8 neither is offered (the caller runs the norm and stores the product).
+      QVERIFY(!disp.takes_norm_input(gu, 9, cuda::GemvOutput::kSwiglu));
+      QVERIFY(!disp.takes_epilogue(dn, 9, cuda::GemvOutput::kResidualAdd));
+    }
+    LATHE_CUDA_CHECK(cudaStreamDestroy(st));
+  }
+
   // What quant_gemv_tile_pairs refuses, each with a message naming it.
   void tile_pairs_refuse_bad_calls() {
     LATHE_REQUIRE_GPU();
@@ -321,6 +386,12 @@ class CudaTilePairsTest : public QObject {
     QVERIFY(refused(DType::kF32, 1, cuda::GemvOutput::kSwiglu, "activation type"));
     QVERIFY(refused(DType::kBF16, 1, cuda::GemvOutput::kRopeKv, "RoPE/KV output needs"));
     QVERIFY(refused(DType::kF16, 1, cuda::GemvOutput::kStore, "output of that type or f32"));
+    const cuda::TileNormInput unaligned{d_y.as<float>() + 1, d_y.as<float>(), 1e-6f};
+    const Status s = cuda::quant_gemv_tile_pairs(w.parts, DType::kBF16, nullptr, DType::kBF16,
+                                                 d_y.get(), w.n, 1, cuda::GemvOutput::kSwiglu,
+                                                 cuda::GemvRopeKv{}, nullptr, &unaligned);
+    QVERIFY2(!s.is_ok() && s.message().find("16-byte aligned") != std::string::npos,
+             s.message().c_str());
   }
 };
 

@@ -100,13 +100,14 @@ Status CudaModel::forward(const ForwardStep& s, const CudaKvCache& kv, StepProfi
 Status CudaModel::forward_with(const ForwardStep& s, const CudaKvCache& kv,
                                const FusedDecodeChoice* fused, StepProfiler* prof) const {
   LATHE_RETURN_IF_ERROR(embed(s, prof));
-  // A fused down projection completes the residual stream in its epilogue; an unfused one leaves
-  // its output in proj_out for the next norm to add.
+  // A fused (or 4-bit tiled) down projection completes the residual stream in its epilogue; an
+  // unfused one leaves its output in proj_out for the next norm to add.
   const bool down_fused = fused != nullptr && fused->parts.down;
+  bool pending = false;
   for (int64_t li = 0; li < config_.num_layers; ++li)
-    LATHE_RETURN_IF_ERROR(layer(s, kv, li, fused, !down_fused && li > 0, prof));
+    LATHE_RETURN_IF_ERROR(layer(s, kv, li, fused, &pending, prof));
   if (s.num_lm_rows == 0) return Status();
-  return final_logits(s, down_fused && fused->lm_head ? fused : nullptr, !down_fused, prof);
+  return final_logits(s, down_fused && fused->lm_head ? fused : nullptr, pending, prof);
 }
 
 Status CudaModel::embed(const ForwardStep& s, StepProfiler* prof) const {
@@ -178,7 +179,9 @@ GemvRopeKv CudaModel::rope_kv_epilogue(const QkvRopeKvArgs& rk) {
 }
 
 Status CudaModel::layer(const ForwardStep& s, const CudaKvCache& kv, int64_t li,
-                        const FusedDecodeChoice* fused, bool pending, StepProfiler* prof) const {
+                        const FusedDecodeChoice* fused, bool* pending_io,
+                        StepProfiler* prof) const {
+  bool& pending = *pending_io;
   const DType dt = options_.dtype;
   const int32_t t = s.num_tokens;
   const DeviceLayer& L = weights_.layers[static_cast<size_t>(li)];
@@ -200,6 +203,17 @@ Status CudaModel::layer(const ForwardStep& s, const CudaKvCache& kv, int64_t li,
   DecodeGemvArgs g = decode_gemv_args(t, prologue_eps);
   const std::vector<ForwardOp>& ops = plan_.layer;
   const float* norm_weight = nullptr;  // the norm awaiting its projection (kNorm seen)
+  // The norm's kernel left to its projection: 4-bit tiled projections at small batch build the
+  // normalized input themselves (quant_gemv_tile_pairs), when no projection is pending.
+  bool norm_deferred = false;
+  const TileNormInput norm_in{act_.residual.as<float>(), nullptr, plan_.rms_norm_eps};
+  // A deferred norm whose projection cannot take it after all: its own kernel, now.
+  auto norm_now = [&]() -> Status {
+    if (!norm_deferred) return Status();
+    norm_deferred = false;
+    LATHE_RETURN_IF_ERROR(add_rms_norm(norm_args(norm_weight, false, t), stream));
+    return mark(prof, Phase::kNorm);
+  };
 
   for (size_t i = 0; i < ops.size(); ++i) {
     const ForwardOp& op = ops[i];
@@ -211,6 +225,14 @@ Status CudaModel::layer(const ForwardStep& s, const CudaKvCache& kv, int64_t li,
             is_op(ops, i + 1, OpKind::kLinear) &&
             ((next == LinearSlot::kQkv && fp.qkv) || (next == LinearSlot::kGateUp && fp.gate_up));
         if (in_prologue) break;  // the fused projection normalizes in its prologue
+        if (!pending && is_op(ops, i + 1, OpKind::kLinear) &&
+            (next == LinearSlot::kQkv || next == LinearSlot::kGateUp) &&
+            linear_->takes_norm_input(weights_.linear(li, next), t,
+                                      next == LinearSlot::kGateUp ? GemvOutput::kSwiglu
+                                                                  : GemvOutput::kStore)) {
+          norm_deferred = true;  // decided again by the projection (norm_now)
+          break;
+        }
         LATHE_RETURN_IF_ERROR(add_rms_norm(norm_args(norm_weight, pending, t), stream));
         pending = false;
         LATHE_RETURN_IF_ERROR(mark(prof, Phase::kNorm));
@@ -239,9 +261,14 @@ Status CudaModel::layer(const ForwardStep& s, const CudaKvCache& kv, int64_t li,
             g.blocks_per_sm = fused->blocks_per_sm[0];
             LATHE_RETURN_IF_ERROR(decode_gemv(g, stream));
           } else {
-            LATHE_RETURN_IF_ERROR(
-                linear_->run(w, dt, act_.xnorm.get(), act_.qkv.get(), t, stream,
-                             rope_epilogue ? GemvOutput::kRopeKv : GemvOutput::kStore, rp));
+            const GemvOutput out = rope_epilogue ? GemvOutput::kRopeKv : GemvOutput::kStore;
+            TileNormInput ni = norm_in;
+            ni.weight = norm_weight;
+            const bool take_norm = norm_deferred && linear_->takes_norm_input(w, t, out, &rp);
+            if (!take_norm) LATHE_RETURN_IF_ERROR(norm_now());
+            norm_deferred = false;
+            LATHE_RETURN_IF_ERROR(linear_->run(w, dt, act_.xnorm.get(), act_.qkv.get(), t, stream,
+                                               out, rp, take_norm ? &ni : nullptr));
           }
           LATHE_RETURN_IF_ERROR(mark(prof, Phase::kQkvGemm));
           if (!rope_fused && !rope_epilogue) {
@@ -261,10 +288,17 @@ Status CudaModel::layer(const ForwardStep& s, const CudaKvCache& kv, int64_t li,
             LATHE_RETURN_IF_ERROR(decode_gemv(g, stream));
             LATHE_RETURN_IF_ERROR(mark(prof, Phase::kGateUpGemm));
           } else if (linear_->takes_epilogue(w, t, GemvOutput::kSwiglu)) {
+            TileNormInput ni = norm_in;
+            ni.weight = norm_weight;
+            const bool take_norm =
+                norm_deferred && linear_->takes_norm_input(w, t, GemvOutput::kSwiglu);
+            if (!take_norm) LATHE_RETURN_IF_ERROR(norm_now());
+            norm_deferred = false;
             LATHE_RETURN_IF_ERROR(linear_->run(w, dt, act_.xnorm.get(), act_.act.get(), t, stream,
-                                               GemvOutput::kSwiglu));
+                                               GemvOutput::kSwiglu, {}, take_norm ? &ni : nullptr));
             LATHE_RETURN_IF_ERROR(mark(prof, Phase::kGateUpGemm));
           } else {
+            LATHE_RETURN_IF_ERROR(norm_now());
             LATHE_RETURN_IF_ERROR(
                 linear_->run(w, dt, act_.xnorm.get(), act_.gate_up.get(), t, stream));
             LATHE_RETURN_IF_ERROR(mark(prof, Phase::kGateUpGemm));
@@ -289,6 +323,10 @@ Status CudaModel::layer(const ForwardStep& s, const CudaKvCache& kv, int64_t li,
             g.output = GemvOutput::kResidualAdd, g.residual_out = act_.residual.as<float>();
             g.blocks_per_sm = fused->blocks_per_sm[is_o ? 1 : 3];
             LATHE_RETURN_IF_ERROR(decode_gemv(g, stream));
+          } else if (!pending && linear_->takes_epilogue(w, t, GemvOutput::kResidualAdd)) {
+            // 4-bit tiles: the rounded product added to the residual in the kernel.
+            LATHE_RETURN_IF_ERROR(linear_->run(w, dt, x, act_.residual.as<float>(), t, stream,
+                                               GemvOutput::kResidualAdd));
           } else {
             LATHE_RETURN_IF_ERROR(linear_->run(w, dt, x, act_.proj_out.get(), t, stream));
             pending = true;
@@ -311,6 +349,7 @@ Status CudaModel::layer(const ForwardStep& s, const CudaKvCache& kv, int64_t li,
                            " in a layer (" + plan_.describe() + ")");
     }
   }
+  if (norm_deferred) return internal_error("a deferred RMSNorm had no projection to take it");
   return Status();
 }
 

@@ -105,12 +105,13 @@ class CudaModel {
   Status forward_with(const ForwardStep& step, const CudaKvCache& kv,
                       const FusedDecodeChoice* fused, StepProfiler* prof) const;
   // Its parts. embed: the residual stream from the tokens. layer: layer `li`, fused when `fused`
-  // is not null; `pending`: proj_out holds the previous layer's down projection, not yet added to
-  // the residual (unfused layers leave theirs there, the next norm adds it). final_logits: the
+  // is not null; `pending` (in and out): proj_out holds a projection not yet added to the residual
+  // (unfused o and down projections leave theirs there, the next norm adds it; fused ones and 4-bit
+  // tiled ones add it in their epilogue). final_logits: the
   // final norm and the LM head for the rows d.lm_rows, in the LM head's prologue when `fused_lm`.
   Status embed(const ForwardStep& step, StepProfiler* prof) const;
   Status layer(const ForwardStep& step, const CudaKvCache& kv, int64_t li,
-               const FusedDecodeChoice* fused, bool pending, StepProfiler* prof) const;
+               const FusedDecodeChoice* fused, bool* pending, StepProfiler* prof) const;
   Status final_logits(const ForwardStep& step, const FusedDecodeChoice* fused_lm, bool pending,
                       StepProfiler* prof) const;
 

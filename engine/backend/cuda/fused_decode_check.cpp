@@ -285,7 +285,9 @@ Result<FusedDecodeCheck> FusedDecodeTuner::check_at(const FusedDecodeChoice& ch,
     for (const bool fused : {true, false}) {
       LATHE_RETURN_IF_ERROR(restore_kv());
       LATHE_RETURN_IF_ERROR(set_residual());
-      LATHE_RETURN_IF_ERROR(model_.layer(step, kv_, li, fused ? &ch : nullptr, false, nullptr));
+      bool pending = false;
+      LATHE_RETURN_IF_ERROR(
+          model_.layer(step, kv_, li, fused ? &ch : nullptr, &pending, nullptr));
       if (!fused || !ch.parts.down) {
         // An unfused down projection is left pending: add it as the next norm does.
         LATHE_RETURN_IF_ERROR(add_rms_norm(model_.norm_args(L.ffn_norm, true, m), stream));

@@ -27,25 +27,45 @@ bool LinearDispatcher::use_gemv(const DeviceLinear& w, DType out_dtype, int64_t 
 bool LinearDispatcher::takes_epilogue(const DeviceLinear& w, int64_t m, GemvOutput output,
                                       const GemvRopeKv* rope) const {
   if (output == GemvOutput::kStore) return true;
-  if (!w.parts.empty())
-    return output != GemvOutput::kResidualAdd &&
-           quant_tile_pairs_take(w.parts, w.n, m, output, rope);
+  if (!w.parts.empty()) {
+    if (output == GemvOutput::kResidualAdd)
+      return std::all_of(w.parts.begin(), w.parts.end(),
+                         [&](const QuantPart& p) { return quant_residual_add_takes(p, m); });
+    return quant_tile_pairs_take(w.parts, w.n, m, output, rope);
+  }
   return gemv_epilogues_ && output != GemvOutput::kResidualAdd && m <= kGemvEpilogueMaxM &&
          use_gemv(w, dtype_, m);
 }
 
+bool LinearDispatcher::takes_norm_input(const DeviceLinear& w, int64_t m, GemvOutput output,
+                                        const GemvRopeKv* rope) const {
+  return !w.parts.empty() && output != GemvOutput::kResidualAdd &&
+         quant_tile_pairs_take(w.parts, w.n, m, output, rope, /*norm=*/true);
+}
+
 Status LinearDispatcher::run(const DeviceLinear& w, DType out_dtype, const void* x, void* y,
                              int64_t m, cudaStream_t stream, GemvOutput output,
-                             const GemvRopeKv& rope) const {
+                             const GemvRopeKv& rope, const TileNormInput* norm) const {
   if (m <= 0) return Status();
   LATHE_RETURN_IF_ERROR(check_format(w));
+  if (norm != nullptr && w.parts.empty())
+    return internal_error(w.name + ": the RMSNorm input is for 4-bit tiled projections");
   if (!w.parts.empty()) {
     // 4-bit tiles: the projection's parts in one launch with the epilogue (quant_tile_plan.h);
     // one part alone keeps the one-tile kernel.
     const GemvRopeKv* r = output == GemvOutput::kRopeKv ? &rope : nullptr;
-    if ((output != GemvOutput::kStore || w.parts.size() > 1) &&
-        quant_tile_pairs_take(w.parts, w.n, m, output, r))
-      return quant_gemv_tile_pairs(w.parts, dtype_, x, out_dtype, y, w.n, m, output, rope, stream);
+    if (output == GemvOutput::kResidualAdd) {
+      if (!takes_epilogue(w, m, output))
+        return internal_error(w.name + ": the residual add was asked of a kernel that cannot");
+      for (const QuantPart& p : w.parts)
+        LATHE_RETURN_IF_ERROR(
+            quant_gemv_residual_add(p, dtype_, x, static_cast<float*>(y), w.n, m, stream));
+      return Status();
+    }
+    if (norm != nullptr || ((output != GemvOutput::kStore || w.parts.size() > 1) &&
+                            quant_tile_pairs_take(w.parts, w.n, m, output, r)))
+      return quant_gemv_tile_pairs(w.parts, dtype_, x, out_dtype, y, w.n, m, output, rope, stream,
+                                   norm);
     if (output != GemvOutput::kStore)
       return internal_error(w.name + ": the epilogue was asked of a kernel that cannot apply it");
     return run_stored(w, out_dtype, x, y, m, stream);

@@ -64,11 +64,18 @@ class LinearDispatcher {
 
   // y = x · wᵀ (out_dtype: the activation dtype or f32), then `output` on the product when it is
   // not kStore (only where takes_epilogue() said yes).
+  // kResidualAdd: y is the f32 residual [m, n]. norm: x is the RMSNorm of norm->residual, built by
+  // the kernel (only where takes_norm_input() said yes; x unused).
   Status run(const DeviceLinear& w, DType out_dtype, const void* x, void* y, int64_t m,
              cudaStream_t stream, GemvOutput output = GemvOutput::kStore,
-             const GemvRopeKv& rope = {}) const;
-  // Whether run() can apply `output` (kSwiglu, kRopeKv) to this product in one kernel (stored
-  // formats: kRopeKv's parameters in `rope`, which decide how 4-bit tiles pair their rows).
+             const GemvRopeKv& rope = {}, const TileNormInput* norm = nullptr) const;
+  // Whether run() can take the RMSNorm input for this product with `output` (4-bit tiled
+  // projections at batch <= kQuantGemvMaxM: the tile kernel builds x itself).
+  bool takes_norm_input(const DeviceLinear& w, int64_t m, GemvOutput output,
+                        const GemvRopeKv* rope = nullptr) const;
+  // Whether run() can apply `output` (kSwiglu, kRopeKv; kResidualAdd on 4-bit tiled parts) to this
+  // product in one kernel (stored formats: kRopeKv's parameters in `rope`, which decide how 4-bit
+  // tiles pair their rows).
   bool takes_epilogue(const DeviceLinear& w, int64_t m, GemvOutput output,
                       const GemvRopeKv* rope = nullptr) const;
 

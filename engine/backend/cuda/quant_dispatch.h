@@ -37,9 +37,14 @@ cudaError_t gemv_other(int kind, const QuantPart& p, DType act, const void* x, D
 // the projection's product (y: [m, n] rows of the projection, row stride n).
 cudaError_t gemv_tile_pairs(const QuantPart* parts, const TilePlan& plan, DType act, const void* x,
                             DType out_dtype, void* y, int64_t n, int64_t m, GemvOutput output,
-                            const GemvRopeKv& rope, cudaStream_t stream);
-// Whether two tiles of this part's shape fit the tile kernel's shared memory.
-bool tile_pairs_fit(const QuantPart& p);
+                            const GemvRopeKv& rope, const TileNormInput* norm,
+                            cudaStream_t stream);
+// Whether two tiles of this part's shape fit the tile kernel's shared memory (norm: with the
+// normalized activations of m rows).
+bool tile_pairs_fit(const QuantPart& p, int64_t m, bool norm);
+// The one-tile kernel with the residual-add epilogue (quant_gemv_residual_add).
+cudaError_t gemv_residual_add(const QuantPart& p, DType act, const void* x, float* residual,
+                              int64_t ldr, int64_t m, cudaStream_t stream);
 cudaError_t dequantize_other(int kind, const QuantPart& p, DType act, void* out, int64_t r0,
                              int64_t r1, cudaStream_t stream);
 

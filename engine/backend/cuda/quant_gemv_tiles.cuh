@@ -82,11 +82,55 @@ constexpr size_t kTileMaxSmem = 200 * 1024;  // parts needing more take the othe
 struct TileLaunch {
   QuantPart parts[kTileMaxParts];
   TilePlan plan;
-  GemvOutput output = GemvOutput::kStore;  // kStore, kSwiglu or kRopeKv
-  PairOut out;                             // y (kStore: row stride ldy) and the epilogue's fields
+  GemvOutput output = GemvOutput::kStore;  // kStore, kResidualAdd, kSwiglu or kRopeKv
+  PairOut out;  // y (kStore: row stride ldy; kResidualAdd: the f32 residual) and the epilogues'
   int64_t ldy = 0;
   bool out_f32 = false;
+  TileNormInput norm;  // the kernel's NORM variant: x = rms_norm(residual) * weight
 };
+
+// Shared memory of the NORM variant's normalized activations: m rows of k.
+template <typename T>
+size_t tile_norm_bytes(int64_t m, int64_t k) {
+  return static_cast<size_t>(m * k) * sizeof(T);
+}
+
+// The NORM variant's prologue: x[r, :] = (h * inv_rms) * weight rounded to T for r < m, with h the
+// residual row and the sum of squares in double in a fixed order (add_rms_norm's formula), into
+// shared memory. `scratch`: [W][8] doubles. k % 4 == 0.
+template <typename T, int W>
+__device__ __forceinline__ void tile_norm_x(const TileNormInput& n, int m, int64_t k, T* xs,
+                                            double (*scratch)[8], float* inv_rms) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t groups = k / 4;
+  for (int r = 0; r < m; ++r) {
+    const float4* row = reinterpret_cast<const float4*>(n.residual + r * k);
+    double ss = 0.0;
+    for (int64_t g = threadIdx.x; g < groups; g += W * 32) ss += sum_sq4(row[g]);
+    ss = warp_sum(ss);
+    if (lane == 0) scratch[warp][r] = ss;
+  }
+  __syncthreads();
+  if (threadIdx.x < m) {
+    double t = 0.0;
+#pragma unroll
+    for (int w = 0; w < W; ++w) t += scratch[w][threadIdx.x];
+    inv_rms[threadIdx.x] =
+        static_cast<float>(1.0 / sqrt(t / static_cast<double>(k) + static_cast<double>(n.eps)));
+  }
+  __syncthreads();
+  const float4* nw = reinterpret_cast<const float4*>(n.weight);
+  for (int64_t g = threadIdx.x; g < groups; g += W * 32) {
+    const float4 w = nw[g];
+    for (int r = 0; r < m; ++r) {
+      const float4 h = reinterpret_cast<const float4*>(n.residual + r * k)[g];
+      const float inv = inv_rms[r];
+      store4(xs + r * k + 4 * g,
+             make_float4((h.x * inv) * w.x, (h.y * inv) * w.y, (h.z * inv) * w.z,
+                         (h.w * inv) * w.w));
+    }
+  }
+}
 
 // The part and tile index of the block's P tiles (P = plan.tiles_per_task()).
 template <int P>
@@ -127,12 +171,14 @@ __device__ __forceinline__ void tile_epilogue(const TileLaunch& L, const int (&p
   auto row_of = [&](int q, int r) {
     return static_cast<int>(L.parts[part[q]].row_offset) + tile[q] * kInt4TileRows + r;
   };
-  if (L.output == GemvOutput::kStore) {
+  if (L.output == GemvOutput::kStore || L.output == GemvOutput::kResidualAdd) {
     for (int i = threadIdx.x; i < P * kInt4TileRows * MT; i += nthreads) {
       const int row = i / MT, mi = i % MT;
       if (mi >= m) continue;
       const int64_t out = mi * L.ldy + row_of(row / kInt4TileRows, row % kInt4TileRows);
-      if (L.out_f32)
+      if (L.output == GemvOutput::kResidualAdd)  // what add_rms_norm adds: the rounded product
+        static_cast<float*>(L.out.y)[out] += to_float(from_float<T>(sum[row * MT + mi]));
+      else if (L.out_f32)
         static_cast<float*>(L.out.y)[out] = sum[row * MT + mi];
       else
         static_cast<T*>(L.out.y)[out] = from_float<T>(sum[row * MT + mi]);
@@ -176,7 +222,7 @@ __device__ __forceinline__ void tile_epilogue(const TileLaunch& L, const int (&p
 // shared memory, one commit group per chunk (the hardware tracks the groups, so all stay in
 // flight). The warps' partial sums go to their own rings (free after the loop) and are added in
 // warp order (the result does not depend on timing).
-template <typename T, int W, int NT, int P>
+template <typename T, int W, int NT, int P, bool NORM>
 __global__ void __launch_bounds__(W * 32)
     quant_gemv_tiles_kernel(const __grid_constant__ TileLaunch L, const T* x, int m) {
   using Op = TileMma<T>;
@@ -231,6 +277,16 @@ __global__ void __launch_bounds__(W * 32)
   }
   pdl_wait();
   pdl_trigger();
+  if constexpr (NORM) {
+    // The normalized activations into shared memory after the groups; x reads them from there.
+    __shared__ double norm_scratch[W][8];
+    __shared__ float inv_rms[8];
+    T* xs = reinterpret_cast<T*>(reinterpret_cast<uint8_t*>(groups_smem) +
+                                 P * groups * kInt4TileRows * sizeof(TileGroupRow));
+    tile_norm_x<T, W>(L.norm, m, k, xs, norm_scratch, inv_rms);
+    __syncthreads();
+    x = xs;
+  }
 
   // Activations of row 8 nt + g (rows >= m read row 0 and are zeroed: no divergent loads).
   auto x_row = [&](int nt) {
@@ -363,27 +419,31 @@ inline bool tiles_kernel_takes(const QuantPart& p) {
   return p.int4_tiles && tile_smem_bytes(8, 1, p.k / p.group_size) <= kTileMaxSmem;
 }
 
-template <typename T, int W, int NT, int P>
+template <typename T, int W, int NT, int P, bool NORM = false>
 cudaError_t launch_tiles(const TileLaunch& L, const T* x, int64_t m, cudaStream_t stream) {
-  const size_t smem = tile_smem_bytes(W, P, L.parts[0].k / L.parts[0].group_size);
+  const size_t smem = tile_smem_bytes(W, P, L.parts[0].k / L.parts[0].group_size) +
+                      (NORM ? tile_norm_bytes<T>(m, L.parts[0].k) : 0);
   // Above 48 KB of dynamic shared memory a kernel needs the opt-in.
   if (smem > 48 * 1024) {
-    const cudaError_t e = cudaFuncSetAttribute(quant_gemv_tiles_kernel<T, W, NT, P>,
+    const cudaError_t e = cudaFuncSetAttribute(quant_gemv_tiles_kernel<T, W, NT, P, NORM>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(kTileMaxSmem));
     if (e != cudaSuccess) return e;
   }
-  return launch_kernel(quant_gemv_tiles_kernel<T, W, NT, P>,
+  return launch_kernel(quant_gemv_tiles_kernel<T, W, NT, P, NORM>,
                        dim3(static_cast<unsigned>(L.plan.tasks())), dim3(W * 32), smem, stream, L,
                        x, static_cast<int>(m));
 }
 
 // m <= kTileMaxM activation rows: one part, one tile per block, stored.
+// kResidualAdd (m <= 8): y is the f32 residual [m, ldy], the rounded product added to it.
 inline cudaError_t launch_gemv_tiles(const QuantPart& p, DType act, const void* x, DType out_dtype,
-                                     void* y, int64_t ldy, int64_t m, cudaStream_t stream) {
+                                     void* y, int64_t ldy, int64_t m, cudaStream_t stream,
+                                     GemvOutput output = GemvOutput::kStore) {
   TileLaunch L;
   L.parts[0] = p;
   L.plan = single_tile_plan(p);
+  L.output = output;
   L.out.y = y;
   L.ldy = ldy;
   L.out_f32 = out_dtype == DType::kF32;
@@ -401,14 +461,19 @@ inline cudaError_t launch_gemv_tiles(const QuantPart& p, DType act, const void* 
 }
 
 // m <= 8 activation rows: the parts of a projection planned two tiles per block (plan), with the
-// plan's output (PairOut filled by the caller).
+// plan's output (PairOut filled by the caller); with L.norm.residual, x is the RMSNorm of the
+// residual, built by the kernel (x unused).
 inline cudaError_t launch_gemv_tile_pairs(const TileLaunch& L, DType act, const void* x, int64_t m,
                                           cudaStream_t stream) {
   cudaError_t err = cudaSuccess;
   LATHE_DISPATCH_ACT(act, T, {
-    err = launch_tiles<T, 8, 1, 2>(L, static_cast<const T*>(x), m, stream);
+    if (L.norm.residual != nullptr)
+      err = launch_tiles<T, 8, 1, 2, true>(L, static_cast<const T*>(x), m, stream);
+    else
+      err = launch_tiles<T, 8, 1, 2>(L, static_cast<const T*>(x), m, stream);
   });
   return err;
 }
+
 
 }  // namespace lathe::cuda::quant

@@ -130,27 +130,53 @@ namespace {
 
 // The tile-pair plan at batch m, or why not.
 Result<TilePlan> tile_pairs_plan(const std::vector<QuantPart>& parts, int64_t n, int64_t m,
-                                 GemvOutput output, const GemvRopeKv* rope) {
+                                 GemvOutput output, const GemvRopeKv* rope, bool norm) {
   if (m < 1 || m > kQuantGemvMaxM)
     return unsupported(strformat("tile pairs: batches of 1 to %d rows", kQuantGemvMaxM));
   for (const QuantPart& p : parts) LATHE_RETURN_IF_ERROR(check(p, "quant_gemv_tile_pairs"));
   LATHE_ASSIGN_OR_RETURN(TilePlan plan, plan_tile_pairs(parts, n, output, rope));
-  if (!quant::tile_pairs_fit(parts[0]))
-    return unsupported("tile pairs: the scales of two tiles do not fit in shared memory");
+  if (norm && parts[0].k % 4 != 0)
+    return unsupported("tile pairs: the RMSNorm input needs k % 4 == 0");
+  if (!quant::tile_pairs_fit(parts[0], m, norm))
+    return unsupported(norm ? "tile pairs: the normalized activations do not fit in shared memory"
+                            : "tile pairs: the scales of two tiles do not fit in shared memory");
   return plan;
 }
 
 }  // namespace
 
 bool quant_tile_pairs_take(const std::vector<QuantPart>& parts, int64_t n, int64_t m,
-                           GemvOutput output, const GemvRopeKv* rope) {
-  return tile_pairs_plan(parts, n, m, output, rope).is_ok();
+                           GemvOutput output, const GemvRopeKv* rope, bool norm) {
+  return tile_pairs_plan(parts, n, m, output, rope, norm).is_ok();
+}
+
+bool quant_residual_add_takes(const QuantPart& p, int64_t m) {
+  return m >= 1 && m <= kQuantGemvMaxM && p.int4_tiles && p.int4_tile_pairs && !p.one_row_gemv &&
+         quant_part_supported(p, nullptr);
+}
+
+Status quant_gemv_residual_add(const QuantPart& p, DType act, const void* x, float* residual,
+                               int64_t ldr, int64_t m, cudaStream_t stream) {
+  if (m <= 0) return Status();
+  if (!is_act_dtype(act)) return invalid_argument("quant_gemv_residual_add: bf16/f16 activations");
+  if (!quant_residual_add_takes(p, m))
+    return unsupported(strformat(
+        "quant_gemv_residual_add: a 4-bit tiled part at batches of 1 to %d", kQuantGemvMaxM));
+  const cudaError_t err = quant::gemv_residual_add(p, act, x, residual, ldr, m, stream);
+  if (err != cudaSuccess) return cuda_error(err, "launch of the residual-add tile kernel");
+  return check_launch("quant_gemv_tiles_kernel");
 }
 
 Status quant_gemv_tile_pairs(const std::vector<QuantPart>& parts, DType act, const void* x,
                              DType out_dtype, void* y, int64_t n, int64_t m, GemvOutput output,
-                             const GemvRopeKv& rope, cudaStream_t stream) {
+                             const GemvRopeKv& rope, cudaStream_t stream,
+                             const TileNormInput* norm) {
   if (m <= 0) return Status();
+  if (norm != nullptr && (norm->residual == nullptr || norm->weight == nullptr ||
+                          reinterpret_cast<uintptr_t>(norm->residual) % 16 != 0 ||
+                          reinterpret_cast<uintptr_t>(norm->weight) % 16 != 0))
+    return invalid_argument(
+        "quant_gemv_tile_pairs: the RMSNorm input needs 16-byte aligned residual rows and weight");
   if (!is_act_dtype(act) || (out_dtype != act && out_dtype != DType::kF32))
     return invalid_argument("quant_gemv_tile_pairs: bf16/f16 activations, output of that type or f32");
   if (output != GemvOutput::kStore && out_dtype != act)
@@ -159,9 +185,10 @@ Status quant_gemv_tile_pairs(const std::vector<QuantPart>& parts, DType act, con
     LATHE_RETURN_IF_ERROR(check_rope_kv("quant_gemv_tile_pairs", n, rope, act));
   LATHE_ASSIGN_OR_RETURN(const TilePlan plan,
                          tile_pairs_plan(parts, n, m, output,
-                                         output == GemvOutput::kRopeKv ? &rope : nullptr));
+                                         output == GemvOutput::kRopeKv ? &rope : nullptr,
+                                         norm != nullptr));
   const cudaError_t err = quant::gemv_tile_pairs(parts.data(), plan, act, x, out_dtype, y, n, m,
-                                                 output, rope, stream);
+                                                 output, rope, norm, stream);
   if (err != cudaSuccess) return cuda_error(err, "launch of the tile-pairs kernel");
   return check_launch("quant_gemv_tiles_kernel");
 }

@@ -38,6 +38,15 @@ constexpr int kQuantGemvMaxM = 8;
 // decoded weight for every group of 8 rows); LinearDispatcher runs larger batches in slabs of it.
 constexpr int kTileMaxM = 64;
 
+// The RMSNorm input of a fused projection (quant_gemv_tile_pairs): x = rms_norm(residual[r, :]) *
+// weight with add_rms_norm's formula (sum of squares in double, one rounding to the activation
+// type); residual: f32 rows of k, 16-byte aligned; weight: [k] f32.
+struct TileNormInput {
+  const float* residual = nullptr;
+  const float* weight = nullptr;
+  float eps = 1e-5f;
+};
+
 // One stored part of a projection: its rows [row_offset, row_offset + n) of the projection's
 // output, k inputs, in its format.
 struct QuantPart {
@@ -86,12 +95,21 @@ Status quant_gemv(const QuantPart& p, DType act, const void* x, DType out_dtype,
 // (quant_tile_plan.h), at m <= kQuantGemvMaxM, with `output` (kStore, kSwiglu, kRopeKv; rope: its
 // parameters) applied to the product as gemv_epilogue.h states. Checks with plan_tile_pairs;
 // refused (unsupported) where the plan does not fit.
+// norm: x is the RMSNorm of norm->residual (built in the kernel; `x` unused), else x: [m, k].
 Status quant_gemv_tile_pairs(const std::vector<QuantPart>& parts, DType act, const void* x,
                              DType out_dtype, void* y, int64_t n, int64_t m, GemvOutput output,
-                             const GemvRopeKv& rope, cudaStream_t stream);
-// Whether quant_gemv_tile_pairs takes these parts at batch m with this output.
+                             const GemvRopeKv& rope, cudaStream_t stream,
+                             const TileNormInput* norm = nullptr);
+// Whether quant_gemv_tile_pairs takes these parts at batch m with this output (norm: with the
+// RMSNorm input).
 bool quant_tile_pairs_take(const std::vector<QuantPart>& parts, int64_t n, int64_t m,
-                           GemvOutput output, const GemvRopeKv* rope);
+                           GemvOutput output, const GemvRopeKv* rope, bool norm = false);
+// The residual-add epilogue on a 4-bit tiled part at m <= kQuantGemvMaxM: residual[r, row_offset +
+// i] += float(round(product)) (what add_rms_norm adds from a stored projection); residual: f32
+// rows of ldr.
+Status quant_gemv_residual_add(const QuantPart& p, DType act, const void* x, float* residual,
+                               int64_t ldr, int64_t m, cudaStream_t stream);
+bool quant_residual_add_takes(const QuantPart& p, int64_t m);
 
 // out: [r1 - r0, k] of `act`, the part's rows r0..r1 (relative to the part) dequantized.
 Status quant_dequantize(const QuantPart& p, DType act, void* out, int64_t r0, int64_t r1,

@@ -30,14 +30,23 @@ cudaError_t gemv_other(int kind, const QuantPart& p, DType act, const void* x, D
   }
 }
 
-bool tile_pairs_fit(const QuantPart& p) {
-  return tile_smem_bytes(8, 2, p.k / p.group_size) <= kTileMaxSmem;
+bool tile_pairs_fit(const QuantPart& p, int64_t m, bool norm) {
+  return tile_smem_bytes(8, 2, p.k / p.group_size) + (norm ? tile_norm_bytes<__half>(m, p.k) : 0) <=
+         kTileMaxSmem;
+}
+
+cudaError_t gemv_residual_add(const QuantPart& p, DType act, const void* x, float* residual,
+                              int64_t ldr, int64_t m, cudaStream_t stream) {
+  return launch_gemv_tiles(p, act, x, DType::kF32, residual, ldr, m, stream,
+                           GemvOutput::kResidualAdd);
 }
 
 cudaError_t gemv_tile_pairs(const QuantPart* parts, const TilePlan& plan, DType act, const void* x,
                             DType out_dtype, void* y, int64_t n, int64_t m, GemvOutput output,
-                            const GemvRopeKv& rope, cudaStream_t stream) {
+                            const GemvRopeKv& rope, const TileNormInput* norm,
+                            cudaStream_t stream) {
   TileLaunch L;
+  if (norm != nullptr) L.norm = *norm;
   for (int i = 0; i < plan.nparts; ++i) L.parts[i] = parts[i];
   L.plan = plan;
   L.output = output;
