@@ -247,9 +247,9 @@ class CudaTilePairsTest : public QObject {
                 d_kb = Dev::from(random_floats(hkv * d, 45)),
                 d_vb = Dev::from(random_floats(hkv * d, 46));
             std::vector<int32_t> pos = {7, 1023, 31000, 2, 5, 6, 9, 100};
-            std::vector<int64_t> slots = {5, -1, 77, 12, 0, 1, 2, 3};
-            pos.resize(m), slots.resize(m);
-            Dev d_pos = Dev::from(pos), d_slots = Dev::from(slots);
+            std::vector<int64_t> slot_ids = {5, -1, 77, 12, 0, 1, 2, 3};
+            pos.resize(m), slot_ids.resize(m);
+            Dev d_pos = Dev::from(pos), d_slots = Dev::from(slot_ids);
             for (RopeStyle rs : {RopeStyle::kNeox, RopeStyle::kInterleaved}) {
               for (bool bias : {false, true}) {
                 const std::vector<uint16_t> fill =
