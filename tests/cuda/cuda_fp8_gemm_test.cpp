@@ -1,7 +1,8 @@
-// W8A8 on FP8 tensor cores (linear.h's FP8 path above batch 8): the per-token activation quantizer
-// bit for bit against the host's e4m3 conversion, and FP8 projections (per-tensor and per-channel
-// scales, several parts, odd token counts) against a host W8A8 reference that quantizes the
-// activations the same way, so that the tolerance is the accumulation order's, not the format's.
+// W8A8 on FP8 tensor cores (linear.h's FP8 path above batch 8): the activation quantizer (one
+// dynamic scale per batch) bit for bit against the host's e4m3 conversion, and FP8 projections of
+// per-tensor-scaled parts (several, odd token counts) against a host W8A8 reference that quantizes
+// the activations the same way, so that the tolerance is the accumulation order's, not the
+// format's. Per-channel and block-scaled parts stay W8A16.
 #include <QtTest>
 
 #include <algorithm>
@@ -19,25 +20,20 @@ using namespace lathe::test;
 
 namespace {
 
-// The host twin of quantize_fp8_per_token on activations already rounded to bf16.
-void quantize_rows(const std::vector<float>& x, int64_t m, int64_t k, std::vector<uint8_t>* q,
-                   std::vector<float>* scales) {
-  q->resize(static_cast<size_t>(m * k));
-  scales->resize(static_cast<size_t>(m));
-  for (int64_t r = 0; r < m; ++r) {
-    float amax = 0.0f;
-    for (int64_t j = 0; j < k; ++j) amax = std::max(amax, std::fabs(x[r * k + j]));
-    const float s = std::max(amax, cuda::kFp8MinAmax) / cuda::kFp8E4m3Max;
-    (*scales)[r] = s;
-    for (int64_t j = 0; j < k; ++j) (*q)[r * k + j] = f32_to_e4m3(x[r * k + j] / s);
-  }
+// The host twin of quantize_fp8_activations on activations already rounded to bf16.
+float quantize_batch(const std::vector<float>& x, std::vector<uint8_t>* q) {
+  float amax = 0.0f;
+  for (float v : x) amax = std::max(amax, std::fabs(v));
+  const float s = std::max(amax, cuda::kFp8MinAmax) / cuda::kFp8E4m3Max;
+  q->resize(x.size());
+  for (size_t i = 0; i < x.size(); ++i) (*q)[i] = f32_to_e4m3(x[i] / s);
+  return s;
 }
 
 // An FP8 part on the device with its host codes and scales.
 struct Fp8Part {
   cuda::QuantPart part;
   Fp8Matrix host;
-  std::vector<float> channel_scales;  // what the device holds: one per row
   std::vector<Dev> buffers;
 };
 
@@ -45,14 +41,11 @@ Fp8Part fp8_part(Fp8ScaleKind kind, int64_t n, int64_t k, uint32_t seed) {
   Fp8Part p;
   const std::vector<float> w = random_floats(static_cast<size_t>(n * k), seed, -0.3f, 0.3f);
   p.host = quantize_fp8(w.data(), n, k, kind);
-  // The upload widens a per-tensor scale to one per channel (weight_repack.cpp).
-  for (int64_t r = 0; r < n; ++r)
-    p.channel_scales.push_back(kind == Fp8ScaleKind::kTensor ? p.host.scales[0]
-                                                             : p.host.scales[static_cast<size_t>(r)]);
   p.buffers.push_back(Dev::from(p.host.codes));
-  p.buffers.push_back(Dev::from(p.channel_scales));
+  p.buffers.push_back(Dev::from(p.host.scales));
   p.part.format = WeightFormat::kFp8;
-  p.part.fp8_scale = ScaleGranularity::kChannel;
+  p.part.fp8_scale =
+      kind == Fp8ScaleKind::kTensor ? ScaleGranularity::kTensor : ScaleGranularity::kChannel;
   p.part.data = p.buffers[0].get();
   p.part.scales = p.buffers[1].get();
   p.part.n = n;
@@ -68,32 +61,35 @@ class CudaFp8GemmTest : public QObject {
   void activations_quantize_like_the_host() {
     LATHE_REQUIRE_GPU();
     for (int64_t k : {int64_t{4096}, int64_t{200}}) {  // 16-byte rows and element loads
-      const int64_t m = 5;
-      std::vector<float> x = round_to(DType::kBF16, random_floats(static_cast<size_t>(m * k), 3));
-      for (int64_t j = 0; j < k; ++j) x[static_cast<size_t>(2 * k + j)] = 0.0f;  // a zero row
-      x[3] = 1000.0f;  // a large value: saturates nothing (the scale follows it)
-      Dev d_x = Dev::from(encode16(DType::kBF16, x));
-      Dev d_q = Dev::poisoned(m * k), d_s = Dev::poisoned(m * 4);
-      LATHE_QVERIFY_OK(cuda::quantize_fp8_per_token(DType::kBF16, d_x.get(), m, k,
-                                                    d_q.as<uint8_t>(), d_s.as<float>(), nullptr));
-      LATHE_CUDA_CHECK(cudaDeviceSynchronize());
-      std::vector<uint8_t> q;
-      std::vector<float> s;
-      quantize_rows(x, m, k, &q, &s);
-      QVERIFY(d_q.download<uint8_t>(static_cast<size_t>(m * k)) == q);
-      QVERIFY(d_s.download<float>(static_cast<size_t>(m)) == s);
+      for (int64_t m : {int64_t{1}, int64_t{5}}) {
+        std::vector<float> x =
+            round_to(DType::kBF16, random_floats(static_cast<size_t>(m * k), 3));
+        x[static_cast<size_t>(m * k - 1)] = 1000.0f;  // the batch's amax, in its last row
+        Dev d_x = Dev::from(encode16(DType::kBF16, x));
+        Dev d_q = Dev::poisoned(m * k), d_s = Dev::poisoned(16);
+        LATHE_QVERIFY_OK(cuda::quantize_fp8_activations(DType::kBF16, d_x.get(), m, k,
+                                                        d_q.as<uint8_t>(), d_s.as<float>(),
+                                                        d_s.as<uint32_t>() + 1, nullptr));
+        LATHE_CUDA_CHECK(cudaDeviceSynchronize());
+        std::vector<uint8_t> q;
+        const float s = quantize_batch(x, &q);
+        QVERIFY(d_q.download<uint8_t>(static_cast<size_t>(m * k)) == q);
+        QCOMPARE(d_s.download<float>(1)[0], s);
+      }
     }
-    QVERIFY(!cuda::quantize_fp8_per_token(DType::kF32, nullptr, 1, 16, nullptr, nullptr, nullptr)
+    QVERIFY(!cuda::quantize_fp8_activations(DType::kF32, nullptr, 1, 16, nullptr, nullptr,
+                                            nullptr, nullptr)
                  .is_ok());
   }
 
-  // Three parts (per-tensor, per-channel, per-channel) at 9..300 tokens, bf16 and f32 outputs.
+  // Three per-tensor-scaled parts at 9..300 tokens, bf16 and f32 outputs. f32: 1e-3 (the FP8
+  // tensor cores' accumulation against a double reference: 1.1e-4 measured in run 41).
   void w8a8_matches_the_host_reference() {
     LATHE_REQUIRE_GPU();
     const int64_t k = 1024;
     Fp8Part a = fp8_part(Fp8ScaleKind::kTensor, 96, k, 1),
-            b = fp8_part(Fp8ScaleKind::kChannel, 200, k, 2),
-            c = fp8_part(Fp8ScaleKind::kChannel, 40, k, 3);
+            b = fp8_part(Fp8ScaleKind::kTensor, 200, k, 2),
+            c = fp8_part(Fp8ScaleKind::kTensor, 40, k, 3);
     cuda::DeviceLinear w;
     w.name = "test";
     w.k = k;
@@ -116,8 +112,7 @@ class CudaFp8GemmTest : public QObject {
       const std::vector<float> x =
           round_to(DType::kBF16, random_floats(static_cast<size_t>(m * k), 10 + m));
       std::vector<uint8_t> xq;
-      std::vector<float> xs;
-      quantize_rows(x, m, k, &xq, &xs);
+      const float xs = quantize_batch(x, &xq);
       std::vector<float> ref(static_cast<size_t>(m * w.n));
       for (int64_t r = 0; r < m; ++r)
         for (const Fp8Part* p : {&a, &b, &c})
@@ -127,7 +122,7 @@ class CudaFp8GemmTest : public QObject {
               acc += static_cast<double>(e4m3_to_f32(xq[r * k + i])) *
                      e4m3_to_f32(p->host.codes[static_cast<size_t>(j * k + i)]);
             ref[static_cast<size_t>(r * w.n + p->part.row_offset + j)] =
-                static_cast<float>(acc * xs[r] * p->channel_scales[static_cast<size_t>(j)]);
+                static_cast<float>(acc * xs * p->host.scales[0]);
           }
       Dev d_x = Dev::from(encode16(DType::kBF16, x));
       for (DType out : {DType::kF32, DType::kBF16}) {
@@ -138,7 +133,7 @@ class CudaFp8GemmTest : public QObject {
             out == DType::kF32
                 ? d_y.download<float>(static_cast<size_t>(m * w.n))
                 : decode16(DType::kBF16, d_y.download<uint16_t>(static_cast<size_t>(m * w.n)));
-        const double err = rel_error(got, ref), tol = out == DType::kF32 ? 1e-5 : 5e-3;
+        const double err = rel_error(got, ref), tol = out == DType::kF32 ? 1e-3 : 5e-3;
         QVERIFY2(err <= tol, qPrintable(QString("m=%1 out=%2: relative error %3 > %4")
                                             .arg(m)
                                             .arg(static_cast<int>(out))
@@ -146,13 +141,15 @@ class CudaFp8GemmTest : public QObject {
                                             .arg(tol)));
       }
     }
-    // Off, or block scales, or no room in the workspace: the dequantize path.
+    // Off, or per-channel / block scales, or no room in the workspace: the dequantize path.
     disp.set_fp8_gemm(false);
     QVERIFY(!disp.fp8_gemm_takes(w, 64));
     disp.set_fp8_gemm(true);
-    cuda::DeviceLinear blocks = w;
-    blocks.parts[1].fp8_scale = ScaleGranularity::kBlock;
-    QVERIFY(!disp.fp8_gemm_takes(blocks, 64));
+    for (ScaleGranularity g : {ScaleGranularity::kChannel, ScaleGranularity::kBlock}) {
+      cuda::DeviceLinear other = w;
+      other.parts[1].fp8_scale = g;
+      QVERIFY(!disp.fp8_gemm_takes(other, 64));
+    }
     QVERIFY(!disp.fp8_gemm_takes(w, ws_bytes / k + 1));
   }
 };

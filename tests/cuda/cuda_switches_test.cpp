@@ -25,7 +25,10 @@ const char* const kNames[] = {"LATHE_CUDA_ATTENTION",
                               "LATHE_CUDA_QUANT_ROWS",
                               "LATHE_CUDA_INT4_TILES",
                               "LATHE_CUDA_INT4_TILE_WARPS",
-                              "LATHE_CUDA_INT4_TILES_MAX_M"};
+                              "LATHE_CUDA_INT4_TILES_MAX_M",
+                              "LATHE_CUDA_INT4_TILE_PAIRS",
+                              "LATHE_CUDA_INT4_NORM_MAX_M",
+                              "LATHE_CUDA_FP8_GEMM"};
 
 void clear_env() {
   for (const char* n : kNames) qunsetenv(n);
@@ -66,6 +69,9 @@ class CudaSwitchesTest : public QObject {
     qputenv("LATHE_CUDA_INT4_TILES", "0");
     qputenv("LATHE_CUDA_INT4_TILE_WARPS", "4");
     qputenv("LATHE_CUDA_INT4_TILES_MAX_M", "8");
+    qputenv("LATHE_CUDA_INT4_TILE_PAIRS", "0");
+    qputenv("LATHE_CUDA_INT4_NORM_MAX_M", "8");
+    qputenv("LATHE_CUDA_FP8_GEMM", "0");
     std::vector<std::string> warnings;
     const CudaSwitches s = cuda_switches_from_environment(&warnings);
     QVERIFY(warnings.empty());
@@ -75,6 +81,10 @@ class CudaSwitchesTest : public QObject {
     QVERIFY(s.describe().find("int4_tiles=0") != std::string::npos);
     QCOMPARE(s.int4_tile_warps, 4);
     QCOMPARE(s.int4_tiles_max_m, 8);
+    QVERIFY(!s.int4_tile_pairs && !s.fp8_gemm);
+    QCOMPARE(s.int4_norm_max_m, 8);
+    for (const char* d : {"int4_tile_pairs=0", "int4_norm_max_m=8", "fp8_gemm=0"})
+      QVERIFY2(s.describe().find(d) != std::string::npos, s.describe().c_str());
     QCOMPARE(s.decode_split_tokens, 64);
     QCOMPARE(s.decode_split_blocks_per_sm, 2);
     QCOMPARE(s.decode_cluster, 0);
@@ -109,6 +119,12 @@ class CudaSwitchesTest : public QObject {
     QCOMPARE(cuda_switches_from_environment(&warnings).int4_tile_warps, 8);
     QCOMPARE(static_cast<int>(warnings.size()), 1);
     QVERIFY2(warnings[0].find("4 or 8") != std::string::npos, warnings[0].c_str());
+    clear_env();
+    qputenv("LATHE_CUDA_INT4_NORM_MAX_M", "9");
+    warnings.clear();
+    QCOMPARE(cuda_switches_from_environment(&warnings).int4_norm_max_m, 0);
+    QCOMPARE(static_cast<int>(warnings.size()), 1);
+    QVERIFY2(warnings[0].find("0 to 8 rows") != std::string::npos, warnings[0].c_str());
   }
 };
 

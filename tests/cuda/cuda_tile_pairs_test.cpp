@@ -70,6 +70,7 @@ TiledPart random_tiled(int64_t n, int64_t k, int group, bool zeros, uint32_t see
   t.part.data = t.buffers[0].get();
   t.part.scales = t.buffers[1].get();
   t.part.zeros = zeros ? t.buffers[2].as<uint8_t>() : nullptr;
+  t.part.int4_norm_max_m = 8;  // every batch the kernel takes (the default stops at 2)
   return t;
 }
 
@@ -360,8 +361,13 @@ class CudaTilePairsTest : public QObject {
         for (size_t i = 0; i < want.size(); ++i) want[i] += y[i];
         QVERIFY2(d_r.download<float>(m * hidden) == want, qPrintable(what + " residual add"));
       }
-      // Above batch 8 neither is offered (the caller runs the norm and stores the product).
+      // Above batch 8 neither is offered (the caller runs the norm and stores the product), nor the
+      // norm input above the parts' int4_norm_max_m.
       QVERIFY(!disp.takes_norm_input(gu, 9, cuda::GemvOutput::kSwiglu));
+      cuda::DeviceLinear gu2 = gu;
+      for (cuda::QuantPart& p : gu2.parts) p.int4_norm_max_m = 2;
+      QVERIFY(disp.takes_norm_input(gu2, 2, cuda::GemvOutput::kSwiglu));
+      QVERIFY(!disp.takes_norm_input(gu2, 3, cuda::GemvOutput::kSwiglu));
       QVERIFY(!disp.takes_epilogue(dn, 9, cuda::GemvOutput::kResidualAdd));
     }
     LATHE_CUDA_CHECK(cudaStreamDestroy(st));

@@ -102,8 +102,10 @@ Status CudaModel::init(const LoadedModel& model) {
   fp8_tensor_cores_ = sw.fp8_gemm && props().major * 10 + props().minor >= 89;
   if (has_fp8 && fp8_tensor_cores_)
     log_info(strformat(
-        "CUDA: FP8 weights on %s: W8A8 on FP8 tensor cores above batch %d (activations quantized "
-        "per token at run time), decoded to %s in the batch-1..%d products (W8A16)",
+        "CUDA: FP8 weights on %s: per-tensor-scaled ones W8A8 on FP8 tensor cores above batch %d "
+        "(activations quantized with one dynamic scale per product, as vLLM's --quantization fp8), "
+        "per-channel and block-scaled ones W8A16 there; all decoded to %s in the batch-1..%d "
+        "products (W8A16)",
         props().name.c_str(), kQuantGemvMaxM, std::string(dtype_name(options_.dtype)).c_str(),
         kQuantGemvMaxM));
   else if (has_fp8)
@@ -119,6 +121,7 @@ Status CudaModel::init(const LoadedModel& model) {
         q.int4_tile_warps = sw.int4_tile_warps;
         q.int4_tiles_max_m = sw.int4_tiles_max_m;
         q.int4_tile_pairs = sw.int4_tile_pairs;
+        q.int4_norm_max_m = sw.int4_norm_max_m;
       }
   if (!sw.quant_rows) {
     for (DeviceLayer& l : weights_.layers)

@@ -46,6 +46,11 @@ struct CudaSwitches {
   // LATHE_CUDA_INT4_TILE_PAIRS=0: each 4-bit part its own launch and the SwiGLU / RoPE-KV epilogues
   // their own kernels, instead of one launch per projection (quant_tile_plan.h), for A/B runs.
   bool int4_tile_pairs = true;
+  // LATHE_CUDA_INT4_NORM_MAX_M (0 to 8): the largest batch at which 4-bit tiled QKV and gate|up
+  // launches build their RMSNorm input themselves (each block normalizes every row, so its cost
+  // grows with the batch). Off by default: run 41 measured no gain at batch 1 (317 tok/s off, 314
+  // at 1) and losses from 2 (617 vs 574 at batch 2; 2199 vs 1347 at batch 8 with 8).
+  int32_t int4_norm_max_m = 0;
 
   // "fused=0 lookahead=0" for the switches that differ from the defaults; "defaults" when none.
   std::string describe() const;

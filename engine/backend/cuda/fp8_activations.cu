@@ -27,18 +27,16 @@ __device__ __forceinline__ uint8_t to_e4m3(float v) {
   return static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
 }
 
+// The batch's amax: each block one row, then one atomicMax on the float's bits (non-negative floats
+// order as their bit patterns).
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    quantize_fp8_kernel(const T* __restrict__ x, int64_t k, uint8_t* __restrict__ q,
-                        float* __restrict__ scales) {
+    fp8_amax_kernel(const T* __restrict__ x, int64_t k, uint32_t* __restrict__ amax_bits) {
   __shared__ float scratch[32];
   pdl_begin();
-  const int64_t r = blockIdx.x;
-  const T* xr = x + r * k;
-  uint8_t* qr = q + r * k;
-  const bool vec = k % 8 == 0;
+  const T* xr = x + static_cast<int64_t>(blockIdx.x) * k;
   float amax = 0.0f;
-  if (vec) {
+  if (k % 8 == 0) {
     for (int64_t i = threadIdx.x; i < k / 8; i += kThreads) {
       const uint4 v = reinterpret_cast<const uint4*>(xr)[i];
       const T* e = reinterpret_cast<const T*>(&v);
@@ -49,9 +47,20 @@ __global__ void __launch_bounds__(kThreads)
     for (int64_t i = threadIdx.x; i < k; i += kThreads) amax = fmaxf(amax, fabsf(to_float(xr[i])));
   }
   amax = block_max(amax, scratch);
-  const float scale = fmaxf(amax, kFp8MinAmax) / kFp8E4m3Max;
-  if (threadIdx.x == 0) scales[r] = scale;
-  if (vec) {
+  if (threadIdx.x == 0) atomicMax(amax_bits, __float_as_uint(amax));
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    fp8_quantize_kernel(const T* __restrict__ x, int64_t k, const uint32_t* __restrict__ amax_bits,
+                        uint8_t* __restrict__ q, float* __restrict__ scale_out) {
+  pdl_begin();
+  const int64_t r = blockIdx.x;
+  const T* xr = x + r * k;
+  uint8_t* qr = q + r * k;
+  const float scale = fmaxf(__uint_as_float(*amax_bits), kFp8MinAmax) / kFp8E4m3Max;
+  if (r == 0 && threadIdx.x == 0) *scale_out = scale;
+  if (k % 8 == 0) {
     for (int64_t i = threadIdx.x; i < k / 8; i += kThreads) {
       const uint4 v = reinterpret_cast<const uint4*>(xr)[i];
       const T* e = reinterpret_cast<const T*>(&v);
@@ -68,18 +77,23 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-Status quantize_fp8_per_token(DType act, const void* x, int64_t m, int64_t k, uint8_t* q,
-                              float* scales, cudaStream_t stream) {
-  if (!is_act_dtype(act)) return invalid_argument("quantize_fp8_per_token: bf16 or f16 input");
+Status quantize_fp8_activations(DType act, const void* x, int64_t m, int64_t k, uint8_t* q,
+                                float* scale, uint32_t* amax_bits, cudaStream_t stream) {
+  if (!is_act_dtype(act)) return invalid_argument("quantize_fp8_activations: bf16 or f16 input");
   if (m <= 0 || k <= 0) return Status();
-  if (m > 0x7fffffff) return invalid_argument("quantize_fp8_per_token: too many rows");
-  cudaError_t err = cudaSuccess;
+  if (m > 0x7fffffff) return invalid_argument("quantize_fp8_activations: too many rows");
+  cudaError_t err = cudaMemsetAsync(amax_bits, 0, sizeof(uint32_t), stream);
   LATHE_DISPATCH_ACT(act, T, {
-    err = launch_kernel(quantize_fp8_kernel<T>, dim3(static_cast<unsigned>(m)), dim3(kThreads), 0,
-                        stream, static_cast<const T*>(x), k, q, scales);
+    const T* xt = static_cast<const T*>(x);
+    if (err == cudaSuccess)
+      err = launch_kernel(fp8_amax_kernel<T>, dim3(static_cast<unsigned>(m)), dim3(kThreads), 0,
+                          stream, xt, k, amax_bits);
+    if (err == cudaSuccess)
+      err = launch_kernel(fp8_quantize_kernel<T>, dim3(static_cast<unsigned>(m)), dim3(kThreads),
+                          0, stream, xt, k, static_cast<const uint32_t*>(amax_bits), q, scale);
   });
-  if (err != cudaSuccess) return cuda_error(err, "launch of quantize_fp8_kernel");
-  return check_launch("quantize_fp8_kernel");
+  if (err != cudaSuccess) return cuda_error(err, "launch of the FP8 activation kernels");
+  return check_launch("fp8_quantize_kernel");
 }
 
 }  // namespace lathe::cuda

@@ -22,10 +22,9 @@ Gemm::~Gemm() {
 }
 
 Result<const Gemm::Plan*> Gemm::plan_for(DType dtype, DType out_dtype, int64_t m, int64_t n,
-                                         int64_t k, int64_t ldy, bool w_channel) {
+                                         int64_t k, int64_t ldy) {
   const bool fp8 = dtype == DType::kF8E4M3;
-  const Key key{2 * static_cast<int>(dtype) + (w_channel ? 1 : 0), static_cast<int>(out_dtype), m,
-                n, k, ldy};
+  const Key key{static_cast<int>(dtype), static_cast<int>(out_dtype), m, n, k, ldy};
   auto it = plans_.find(key);
   if (it != plans_.end()) return &it->second;
 
@@ -44,17 +43,6 @@ Result<const Gemm::Plan*> Gemm::plan_for(DType dtype, DType out_dtype, int64_t m
   const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
   cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a));
   cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b));
-  if (fp8) {
-    // cuBLASLt's A is the weights (scales per row of op(A) = per output channel), B the
-    // activations (per column of B = per token).
-    const int32_t a_mode = w_channel ? CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F
-                                     : CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
-    const int32_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-    cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode,
-                                   sizeof(a_mode));
-    cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode,
-                                   sizeof(b_mode));
-  }
   st = cublasLtMatrixLayoutCreate(&p.a, ab, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k);
   if (st == CUBLAS_STATUS_SUCCESS)
     st =
@@ -75,14 +63,16 @@ Result<const Gemm::Plan*> Gemm::plan_for(DType dtype, DType out_dtype, int64_t m
   st =
       cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
+  // An FP8 plan cuBLASLt refuses is "unsupported": the caller falls back to dequantizing.
+  if (st != CUBLAS_STATUS_SUCCESS && fp8)
+    return fail(unsupported("cuBLASLt takes no FP8 product of this shape here (" +
+                            cublas_error(st, "cublasLtMatmulAlgoGetHeuristic").message() + ")"));
   if (st != CUBLAS_STATUS_SUCCESS || found == 0)
     return fail(st != CUBLAS_STATUS_SUCCESS
                     ? cublas_error(st, "cublasLtMatmulAlgoGetHeuristic")
                     : unsupported(strformat(
                           "cuBLASLt has no algorithm for a %s matmul of M=%lld N=%lld K=%lld",
-                          fp8 ? (w_channel ? "fp8 (per-token x per-channel scales)"
-                                           : "fp8 (per-token x per-tensor scales)")
-                              : std::string(dtype_name(dtype)).c_str(), static_cast<long long>(m),
+                          fp8 ? "fp8" : std::string(dtype_name(dtype)).c_str(), static_cast<long long>(m),
                           static_cast<long long>(n), static_cast<long long>(k))));
   p.algo = result.algo;
   auto [pos, inserted] = plans_.emplace(key, p);
@@ -106,7 +96,7 @@ Status Gemm::matmul(DType dtype, DType out_dtype, const void* x, const void* w, 
 }
 
 Status Gemm::matmul_fp8(DType out_dtype, const uint8_t* xq, const float* xs, const uint8_t* wq,
-                        const float* ws, bool w_channel, void* y, int64_t m, int64_t n, int64_t k,
+                        const float* ws, void* y, int64_t m, int64_t n, int64_t k,
                         cudaStream_t stream, int64_t ldy) {
   if (!is_act_dtype(out_dtype) && out_dtype != DType::kF32)
     return invalid_argument("matmul_fp8: output must be bf16, f16 or f32");
@@ -114,8 +104,7 @@ Status Gemm::matmul_fp8(DType out_dtype, const uint8_t* xq, const float* xs, con
   if (m <= 0 || n <= 0) return Status();
   if (ldy <= 0) ldy = n;
   if (ldy < n) return invalid_argument("matmul_fp8: the output row stride is shorter than a row");
-  LATHE_ASSIGN_OR_RETURN(const Plan* p,
-                         plan_for(DType::kF8E4M3, out_dtype, m, n, k, ldy, w_channel));
+  LATHE_ASSIGN_OR_RETURN(const Plan* p, plan_for(DType::kF8E4M3, out_dtype, m, n, k, ldy));
   // The scale vectors differ per call: set on the plan's descriptor before each product (a host-side
   // attribute, read when the product is enqueued).
   const void* a_scale = ws;

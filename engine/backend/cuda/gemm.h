@@ -4,8 +4,8 @@
 // x M is y's row-major M x N. bf16/f16 operands, float32 compute and scale, output in the operand
 // type or float32 (logits). One algorithm per shape from cuBLASLt's heuristic, cached (the lookup
 // costs microseconds, too much per call). A fixed workspace is passed on every call, so calls can
-// be captured in CUDA graphs. FP8 (e4m3) operands with per-token and per-channel scales through
-// cuBLASLt's outer-vector scale mode: matmul_fp8.
+// be captured in CUDA graphs. FP8 (e4m3) operands with per-tensor scales: matmul_fp8 (cuBLASLt 13.1
+// refuses its per-row/per-column "outer vector" scales on Hopper: docs/gpu-notes.md, run 40).
 #pragma once
 
 #include <cublasLt.h>
@@ -36,14 +36,14 @@ class Gemm {
   Status matmul(DType dtype, DType out_dtype, const void* x, const void* w, void* y, int64_t m,
                 int64_t n, int64_t k, cudaStream_t stream, int64_t ldy = 0);
 
-  // W8A8 on FP8 tensor cores: y[i, j] = xs[i] * ws[j] * sum_k xq[i, k] * wq[j, k] with e4m3 xq [m, k]
-  // and wq [n, k] (row-major, k % 16 == 0, 16-byte aligned), per-token scales xs [m] and per-channel
-  // scales ws [n] (w_channel) or one per-tensor scale ws [1]; f32 accumulation, out_dtype bf16, f16
-  // or f32. Needs FP8 tensor cores (sm_89 or newer); an error when cuBLASLt has no algorithm for
-  // the shape and scale modes (the caller then dequantizes).
+  // W8A8 on FP8 tensor cores: y[i, j] = xs * ws * sum_k xq[i, k] * wq[j, k] with e4m3 xq [m, k]
+  // and wq [n, k] (row-major, k % 16 == 0, 16-byte aligned) and per-tensor scales xs, ws (device
+  // pointers to one f32 each); f32 accumulation, out_dtype bf16, f16 or f32. Needs FP8 tensor
+  // cores (sm_89 or newer); "unsupported" when cuBLASLt has no algorithm (the caller then
+  // dequantizes).
   Status matmul_fp8(DType out_dtype, const uint8_t* xq, const float* xs, const uint8_t* wq,
-                    const float* ws, bool w_channel, void* y, int64_t m, int64_t n, int64_t k,
-                    cudaStream_t stream, int64_t ldy = 0);
+                    const float* ws, void* y, int64_t m, int64_t n, int64_t k, cudaStream_t stream,
+                    int64_t ldy = 0);
 
   int64_t device_bytes() const { return workspace_.bytes(); }
 
@@ -55,9 +55,9 @@ class Gemm {
     cublasLtMatmulAlgo_t algo{};
   };
   using Key = std::tuple<int, int, int64_t, int64_t, int64_t, int64_t>;
-  // dtype kF8E4M3: the W8A8 plan (w_channel: per-channel weight scales, else one per tensor).
+  // dtype kF8E4M3: the W8A8 plan (per-tensor scales).
   Result<const Plan*> plan_for(DType dtype, DType out_dtype, int64_t m, int64_t n, int64_t k,
-                               int64_t ldy, bool w_channel = false);
+                               int64_t ldy);
 
   cublasLtHandle_t handle_ = nullptr;
   DeviceBuffer workspace_;

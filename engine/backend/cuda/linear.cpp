@@ -81,7 +81,8 @@ Status LinearDispatcher::run(const DeviceLinear& w, DType out_dtype, const void*
 
 namespace {
 
-// The W8A8 path's use of the dequantization workspace: e4m3 activations [m, k], then their scales.
+// The W8A8 path's use of the dequantization workspace: e4m3 activations [m, k], then their scale
+// and the amax scratch (16 bytes).
 int64_t fp8_codes_bytes(int64_t m, int64_t k) {
   return (m * k + 255) / 256 * 256;
 }
@@ -92,21 +93,21 @@ bool LinearDispatcher::fp8_gemm_takes(const DeviceLinear& w, int64_t m) const {
   if (!fp8_gemm_ || fp8_gemm_failed_ || m <= kQuantGemvMaxM || w.k % 16 != 0 || w.parts.empty())
     return false;
   for (const QuantPart& p : w.parts)
-    if (p.format != WeightFormat::kFp8 || p.fp8_scale == ScaleGranularity::kBlock) return false;
-  return dequant_ws_ != nullptr && fp8_codes_bytes(m, w.k) + m * 4 <= dequant_ws_bytes_;
+    if (p.format != WeightFormat::kFp8 || p.fp8_scale != ScaleGranularity::kTensor) return false;
+  return dequant_ws_ != nullptr && fp8_codes_bytes(m, w.k) + 16 <= dequant_ws_bytes_;
 }
 
 Status LinearDispatcher::run_fp8(const DeviceLinear& w, DType out_dtype, const void* x, void* y,
                                  int64_t m, cudaStream_t stream) const {
   uint8_t* xq = static_cast<uint8_t*>(dequant_ws_);
   float* xs = reinterpret_cast<float*>(xq + fp8_codes_bytes(m, w.k));
-  LATHE_RETURN_IF_ERROR(quantize_fp8_per_token(dtype_, x, m, w.k, xq, xs, stream));
+  uint32_t* amax = reinterpret_cast<uint32_t*>(xs + 1);
+  LATHE_RETURN_IF_ERROR(quantize_fp8_activations(dtype_, x, m, w.k, xq, xs, amax, stream));
   const int64_t out_bytes = out_dtype == DType::kF32 ? 4 : 2;
   for (const QuantPart& p : w.parts)
     LATHE_RETURN_IF_ERROR(gemm_->matmul_fp8(
         out_dtype, xq, xs, static_cast<const uint8_t*>(p.data), static_cast<const float*>(p.scales),
-        p.fp8_scale == ScaleGranularity::kChannel, static_cast<uint8_t*>(y) + p.row_offset * out_bytes,
-        m, p.n, w.k, stream, w.n));
+        static_cast<uint8_t*>(y) + p.row_offset * out_bytes, m, p.n, w.k, stream, w.n));
   return Status();
 }
 

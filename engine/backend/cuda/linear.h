@@ -9,8 +9,8 @@
 //     (the weights dequantized in registers), or all 4-bit tiled parts in one launch of two tiles
 //     per block with the SwiGLU / RoPE-KV epilogue (quant_gemv_tile_pairs); larger M, the parts dequantized into a workspace in
 //     the activation dtype (in slabs of rows when the projection is larger than it) and one
-//     cuBLASLt GEMM per slab (FP8 parts with per-tensor or per-channel scales: W8A8 instead,
-//     activations quantized per token, one FP8 cuBLASLt product per part, set_fp8_gemm). A format
+//     cuBLASLt GEMM per slab (FP8 parts with per-tensor scales: W8A8 instead, activations
+//     quantized with one dynamic scale, one FP8 cuBLASLt product per part, set_fp8_gemm). A format
 //     without a kernel is refused at upload, by name.
 // Epilogues are a policy of the call (gemv_epilogue.h): a caller that wants SwiGLU or RoPE/KV done
 // on the product asks takes_epilogue(); when the kernel chosen for (format, M) can apply it, run()
@@ -90,8 +90,9 @@ class LinearDispatcher {
     dequant_ws_ = ws;
     dequant_ws_bytes_ = bytes;
   }
-  // FP8 parts above kQuantGemvMaxM: W8A8 on FP8 tensor cores (activations quantized per token
-  // into the dequantization workspace, one cuBLASLt FP8 product per part) instead of W8A16.
+  // FP8 parts with per-tensor scales above kQuantGemvMaxM: W8A8 on FP8 tensor cores (activations
+  // quantized with one dynamic scale into the dequantization workspace, one cuBLASLt FP8 product
+  // per part) instead of W8A16.
   void set_fp8_gemm(bool on) { fp8_gemm_ = on; }
   // Whether run() serves this stored product with the W8A8 path.
   bool fp8_gemm_takes(const DeviceLinear& w, int64_t m) const;

@@ -137,6 +137,9 @@ Result<TilePlan> tile_pairs_plan(const std::vector<QuantPart>& parts, int64_t n,
   LATHE_ASSIGN_OR_RETURN(TilePlan plan, plan_tile_pairs(parts, n, output, rope));
   if (norm && parts[0].k % 4 != 0)
     return unsupported("tile pairs: the RMSNorm input needs k % 4 == 0");
+  if (norm && m > parts[0].int4_norm_max_m)
+    return unsupported(strformat("tile pairs: the RMSNorm input up to batch %d (LATHE_CUDA_INT4_NORM_MAX_M)",
+                                 parts[0].int4_norm_max_m));
   if (!quant::tile_pairs_fit(parts[0], m, norm))
     return unsupported(norm ? "tile pairs: the normalized activations do not fit in shared memory"
                             : "tile pairs: the scales of two tiles do not fit in shared memory");

@@ -85,10 +85,9 @@ Result<RepackShape> repack_shape(const WeightMatrix& m, bool int4_tiles) {
     s.data_bytes = m.n * m.k;
     s.scale_dtype = DType::kF32;
     s.fp8_scale = q.granularity;
-    if (q.granularity == ScaleGranularity::kTensor || q.granularity == ScaleGranularity::kChannel) {
-      // A per-tensor scale is uploaded as the same value per channel: the W8A8 product takes
-      // per-channel weight scales with per-token activation scales (cuBLASLt's outer-vector mode).
-      s.fp8_scale = ScaleGranularity::kChannel;
+    if (q.granularity == ScaleGranularity::kTensor) {
+      s.scale_bytes = 4;
+    } else if (q.granularity == ScaleGranularity::kChannel) {
       s.scale_bytes = 4 * m.n;
     } else if (q.granularity == ScaleGranularity::kBlock && q.block_rows == 128 &&
                q.block_cols == 128) {
@@ -138,8 +137,7 @@ RepackedPart repack(const WeightMatrix& m, const RepackShape& s) {
   if (m.format == WeightFormat::kFp8) {
     std::memcpy(out.data.data(), m.data.bytes(), static_cast<size_t>(s.data_bytes));
     float* sc = reinterpret_cast<float*>(out.scales.data());
-    const bool per_tensor = q.granularity == ScaleGranularity::kTensor;
-    for (int64_t i = 0; i < s.scale_bytes / 4; ++i) sc[i] = scale_at(q.scales, per_tensor ? 0 : i);
+    for (int64_t i = 0; i < s.scale_bytes / 4; ++i) sc[i] = scale_at(q.scales, i);
     return out;
   }
   const int b = s.bits, per = 32 / b;
