@@ -9,7 +9,7 @@
 #include "engine/core/strings.h"
 #include "engine/server/api_server.h"
 #include "engine/server/openai_request.h"
-#include "fake_engine.h"
+#include "fake_server_fixture.h"
 #include "server_test_util.h"
 #include "test_support.h"
 
@@ -58,24 +58,12 @@ StreamSummary summarize(const SseResponse& r, bool chat) {
 
 }  // namespace
 
-class ServerHttpTest : public QObject {
+class ServerHttpTest : public QObject, private FakeServerFixture {
   Q_OBJECT
 
-  std::unique_ptr<FakeEngine> engine_;
-  std::unique_ptr<ApiServer> server_;
-  Url url_;
-
  private slots:
-  void initTestCase() {
-    engine_ = std::make_unique<FakeEngine>();
-    server_ = start_server(*engine_);
-    url_ = local_url(server_->port());
-  }
-
-  void cleanupTestCase() {
-    server_.reset();
-    engine_.reset();
-  }
+  void initTestCase() { start_fake_server(); }
+  void cleanupTestCase() { stop_fake_server(); }
 
   void health_models_and_unknown_routes() {
     HttpClientResponse h = http_call(url_, "GET", "/health");
