@@ -4,118 +4,19 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
 #include <set>
 
 #include "engine/core/strings.h"
+#include "engine/server/openai_chat_messages.h"
+#include "engine/server/request_fields.h"
 
 namespace lathe {
 namespace {
 
 using json = nlohmann::json;
-
-const char* type_name(const json& v) {
-  switch (v.type()) {
-    case json::value_t::null:
-      return "null";
-    case json::value_t::boolean:
-      return "a boolean";
-    case json::value_t::string:
-      return "a string";
-    case json::value_t::array:
-      return "an array";
-    case json::value_t::object:
-      return "an object";
-    case json::value_t::number_float:
-      return "a number with a fraction";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned:
-      return "an integer";
-    default:
-      return "an unsupported value";
-  }
-}
-
-// param: the top-level field to blame (defaults to `field`).
-ApiError wrong_type(const std::string& field, const char* expected, const json& v,
-                    std::string param = {}) {
-  return bad_request(strformat("%s must be %s, got %s", field.c_str(), expected, type_name(v)),
-                     param.empty() ? field : std::move(param));
-}
-
-// Reads optional typed fields of one JSON object; absent and null leave the output untouched.
-class Fields {
- public:
-  explicit Fields(const json& obj) : obj_(obj) {}
-
-  const json* get(const char* name) const {
-    auto it = obj_.find(name);
-    if (it == obj_.end() || it->is_null()) return nullptr;
-    return &*it;
-  }
-  bool has(const char* name) const { return get(name) != nullptr; }
-
-  MaybeApiError number(const char* name, float* out, double lo, double hi,
-                       bool lo_open = false) const {
-    const json* v = get(name);
-    if (v == nullptr) return {};
-    if (!v->is_number()) return wrong_type(name, "a number", *v);
-    const double d = v->get<double>();
-    if (!std::isfinite(d) || d > hi || d < lo || (lo_open && d == lo))
-      return bad_request(
-          strformat("%s must be in %c%g, %g], got %g", name, lo_open ? '(' : '[', lo, hi, d), name);
-    *out = static_cast<float>(d);
-    return {};
-  }
-
-  MaybeApiError integer(const char* name, int64_t* out, int64_t lo, int64_t hi) const {
-    const json* v = get(name);
-    if (v == nullptr) return {};
-    if (!v->is_number_integer()) return wrong_type(name, "an integer", *v);
-    if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(hi))
-      return bad_request(strformat("%s must be in [%lld, %lld], got %llu", name,
-                                   static_cast<long long>(lo), static_cast<long long>(hi),
-                                   static_cast<unsigned long long>(v->get<uint64_t>())),
-                         name);
-    const int64_t i = v->get<int64_t>();
-    if (i < lo || i > hi)
-      return bad_request(
-          strformat("%s must be in [%lld, %lld], got %lld", name, static_cast<long long>(lo),
-                    static_cast<long long>(hi), static_cast<long long>(i)),
-          name);
-    *out = i;
-    return {};
-  }
-
-  MaybeApiError integer32(const char* name, int32_t* out, int64_t lo, int64_t hi) const {
-    int64_t i = *out;
-    if (auto e = integer(name, &i, lo, hi)) return e;
-    *out = static_cast<int32_t>(i);
-    return {};
-  }
-
-  MaybeApiError boolean(const char* name, bool* out) const {
-    const json* v = get(name);
-    if (v == nullptr) return {};
-    if (!v->is_boolean()) return wrong_type(name, "true or false", *v);
-    *out = v->get<bool>();
-    return {};
-  }
-
-  MaybeApiError string(const char* name, std::string* out) const {
-    const json* v = get(name);
-    if (v == nullptr) return {};
-    if (!v->is_string()) return wrong_type(name, "a string", *v);
-    *out = v->get<std::string>();
-    return {};
-  }
-
- private:
-  const json& obj_;
-};
 
 // Fields of each endpoint: implemented ones, and OpenAI ones accepted and ignored.
 const std::set<std::string>& common_fields() {
@@ -155,7 +56,7 @@ MaybeApiError check_known_fields(ApiEndpoint endpoint, const json& body) {
   return {};
 }
 
-MaybeApiError parse_stop(const Fields& f, SamplingParams* p) {
+MaybeApiError parse_stop(const JsonFields& f, SamplingParams* p) {
   const json* v = f.get("stop");
   if (v == nullptr) return {};
   auto add = [&](const json& s, const std::string& field) -> MaybeApiError {
@@ -199,7 +100,7 @@ MaybeApiError parse_token_ids(const json& arr, const std::string& field,
 
 // logit_bias: {"<token id>": bias in [-100, 100], ...}; ids against the vocabulary are checked
 // once the model is known (SamplingParams::validate).
-MaybeApiError parse_logit_bias(const Fields& f, SamplingParams* p) {
+MaybeApiError parse_logit_bias(const JsonFields& f, SamplingParams* p) {
   const json* v = f.get("logit_bias");
   if (v == nullptr) return {};
   if (!v->is_object()) return wrong_type("logit_bias", "an object mapping token ids to biases", *v);
@@ -234,7 +135,7 @@ MaybeApiError parse_logit_bias(const Fields& f, SamplingParams* p) {
 
 // response_format (OpenAI) and vLLM's guided_json / guided_regex / guided_choice: at most one.
 // Schemas are only located here; the generation handler compiles them (it needs the tokenizer).
-MaybeApiError parse_guided(const Fields& f, GuidedDecoding* g) {
+MaybeApiError parse_guided(const JsonFields& f, GuidedDecoding* g) {
   int given = 0;
   std::string first;
   auto count = [&](const char* name) {
@@ -313,7 +214,7 @@ MaybeApiError parse_guided(const Fields& f, GuidedDecoding* g) {
   return {};
 }
 
-MaybeApiError parse_common(const Fields& f, OpenAiRequest* out) {
+MaybeApiError parse_common(const JsonFields& f, OpenAiRequest* out) {
   SamplingParams& p = out->spec.sampling;
   if (auto e = f.string("model", &out->model)) return e;
   if (auto e = f.boolean("stream", &out->stream)) return e;
@@ -394,213 +295,8 @@ MaybeApiError parse_common(const Fields& f, OpenAiRequest* out) {
   return {};
 }
 
-MaybeApiError parse_content(const json& content, const std::string& field, std::string* out) {
-  if (content.is_string()) {
-    *out = content.get<std::string>();
-    return {};
-  }
-  if (!content.is_array())
-    return wrong_type(field, "a string or an array of text parts", content, "messages");
-  std::string text;
-  for (size_t i = 0; i < content.size(); ++i) {
-    const json& part = content[i];
-    const std::string pf = strformat("%s[%zu]", field.c_str(), i);
-    if (!part.is_object())
-      return wrong_type(pf, "an object like {\"type\": \"text\", \"text\": \"...\"}", part,
-                        "messages");
-    auto type = part.find("type");
-    if (type == part.end() || !type->is_string())
-      return bad_request(pf + ".type must be a string such as \"text\"", "messages");
-    if (*type != "text")
-      return bad_request(strformat("%s: only text parts are supported, not \"%s\"", pf.c_str(),
-                                   type->get<std::string>().c_str()),
-                         "messages");
-    auto t = part.find("text");
-    if (t == part.end() || !t->is_string())
-      return bad_request(pf + ".text must be a string", "messages");
-    if (i > 0) text += "\n";
-    text += t->get<std::string>();
-  }
-  *out = std::move(text);
-  return {};
-}
-
-// An assistant message's tool_calls (OpenAI: [{"id", "type": "function", "function": {"name",
-// "arguments": JSON text}}]) into the message dict templates read, arguments as objects (as
-// transformers' templates and vLLM expect).
-MaybeApiError parse_message_tool_calls(const json& v, const std::string& field, json* extra) {
-  if (!v.is_array()) return wrong_type(field, "an array", v, "messages");
-  json calls = json::array();
-  for (size_t i = 0; i < v.size(); ++i) {
-    const std::string cf = strformat("%s[%zu]", field.c_str(), i);
-    const json& c = v[i];
-    if (!c.is_object() || !c.contains("function") || !c["function"].is_object())
-      return bad_request(cf + " must be {\"id\", \"type\": \"function\", \"function\": "
-                              "{\"name\", \"arguments\"}}",
-                         "messages");
-    const json& fn = c["function"];
-    if (!fn.contains("name") || !fn["name"].is_string())
-      return bad_request(cf + ".function.name must be a string", "messages");
-    json args = json::object();
-    if (fn.contains("arguments") && !fn["arguments"].is_null()) {
-      if (fn["arguments"].is_string()) {
-        try {
-          args = json::parse(fn["arguments"].get<std::string>());
-        } catch (const json::exception&) {
-          return bad_request(cf + ".function.arguments is not valid JSON", "messages");
-        }
-      } else {
-        args = fn["arguments"];
-      }
-    }
-    json call = {{"type", "function"},
-                 {"function", {{"name", fn["name"]}, {"arguments", std::move(args)}}}};
-    if (c.contains("id") && c["id"].is_string()) call["id"] = c["id"];
-    calls.push_back(std::move(call));
-  }
-  (*extra)["tool_calls"] = std::move(calls);
-  return {};
-}
-
-// tools: [{"type": "function", "function": {"name", "description"?, "parameters"?, "strict"?}}]
-// and tool_choice: "none" | "auto" | "required" | {"type": "function", "function": {"name"}}.
-MaybeApiError parse_tools(const Fields& f, OpenAiRequest* out) {
-  for (const char* legacy : {"functions", "function_call"})
-    if (f.has(legacy))
-      return bad_request(std::string(legacy) +
-                             " is deprecated and not supported; use tools and "
-                             "tool_choice",
-                         legacy);
-  if (const json* v = f.get("tools")) {
-    if (!v->is_array()) return wrong_type("tools", "an array", *v);
-    if (v->size() > 128) return bad_request("tools takes at most 128 functions", "tools");
-    for (size_t i = 0; i < v->size(); ++i) {
-      const json& t = (*v)[i];
-      const std::string tf = strformat("tools[%zu]", i);
-      if (!t.is_object() || t.value("type", json()) != "function" || !t.contains("function") ||
-          !t["function"].is_object())
-        return bad_request(tf + " must be {\"type\": \"function\", \"function\": {\"name\": "
-                                "..., \"parameters\": {...}}}",
-                           "tools");
-      const json& fn = t["function"];
-      if (!fn.contains("name") || !fn["name"].is_string())
-        return bad_request(tf + ".function.name is required (a string)", "tools");
-      const std::string name = fn["name"].get<std::string>();
-      const bool name_ok =
-          !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
-            return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
-          });
-      if (!name_ok)
-        return bad_request(
-            tf + ".function.name must be 1 to 64 letters, digits, '_' or '-', got \"" + name + "\"",
-            "tools");
-      if (std::find(out->tool_names.begin(), out->tool_names.end(), name) != out->tool_names.end())
-        return bad_request("tools: two functions are named " + name, "tools");
-      if (fn.contains("description") && !fn["description"].is_string())
-        return bad_request(tf + ".function.description must be a string", "tools");
-      if (fn.contains("parameters") && !fn["parameters"].is_object())
-        return bad_request(tf + ".function.parameters must be a JSON schema object", "tools");
-      out->tool_names.push_back(name);
-    }
-    if (!v->empty()) out->tools_json = v->dump();
-  }
-  const json* c = f.get("tool_choice");
-  if (c == nullptr) return {};
-  if (c->is_string()) {
-    const std::string s = c->get<std::string>();
-    if (s == "none") {
-      out->tool_choice = ToolChoice::kNone;
-    } else if (s == "auto") {
-      out->tool_choice = ToolChoice::kAuto;
-    } else if (s == "required") {
-      out->tool_choice = ToolChoice::kRequired;
-    } else {
-      return bad_request(
-          "tool_choice must be none, auto, required or {\"type\": \"function\", "
-          "\"function\": {\"name\": ...}}, got \"" +
-              s + "\"",
-          "tool_choice");
-    }
-  } else if (c->is_object() && c->contains("function") && (*c)["function"].is_object() &&
-             (*c)["function"].contains("name") && (*c)["function"]["name"].is_string()) {
-    out->tool_choice = ToolChoice::kNamed;
-    out->tool_choice_name = (*c)["function"]["name"].get<std::string>();
-    if (std::find(out->tool_names.begin(), out->tool_names.end(), out->tool_choice_name) ==
-        out->tool_names.end())
-      return bad_request("tool_choice names the function " + out->tool_choice_name +
-                             ", which is not among the tools",
-                         "tool_choice");
-  } else {
-    return bad_request(
-        "tool_choice must be none, auto, required or {\"type\": \"function\", "
-        "\"function\": {\"name\": ...}}",
-        "tool_choice");
-  }
-  if ((out->tool_choice == ToolChoice::kRequired) && out->tools_json.empty())
-    return bad_request("tool_choice required needs tools", "tool_choice");
-  return {};
-}
-
-MaybeApiError parse_messages(const Fields& f, OpenAiRequest* out) {
-  const json* v = f.get("messages");
-  if (v == nullptr)
-    return bad_request("messages is required: a list of {\"role\", \"content\"} objects",
-                       "messages");
-  if (!v->is_array()) return wrong_type("messages", "an array", *v);
-  if (v->empty()) return bad_request("messages must not be empty", "messages");
-  if (v->size() > 100000) return bad_request("messages has more than 100000 entries", "messages");
-  for (size_t i = 0; i < v->size(); ++i) {
-    const json& m = (*v)[i];
-    const std::string mf = strformat("messages[%zu]", i);
-    if (!m.is_object()) return wrong_type(mf, "an object", m, "messages");
-    ChatMessage msg;
-    json extra = json::object();
-    for (auto it = m.begin(); it != m.end(); ++it) {
-      const std::string& k = it.key();
-      if (k == "role") {
-        if (!it->is_string()) return wrong_type(mf + ".role", "a string", *it, "messages");
-        msg.role = it->get<std::string>();
-      } else if (k == "content") {
-        if (!it->is_null())
-          if (auto e = parse_content(*it, mf + ".content", &msg.content)) return e;
-      } else if (k == "name" || k == "refusal" || k == "tool_call_id") {
-        if (!it->is_null() && !it->is_string())
-          return wrong_type(mf + "." + k, "a string", *it, "messages");
-        if (it->is_string() && k != "refusal") extra[k] = *it;
-      } else if (k == "tool_calls") {
-        if (it->is_null() || (it->is_array() && it->empty())) continue;
-        if (auto e = parse_message_tool_calls(*it, mf + ".tool_calls", &extra)) return e;
-      } else {
-        return bad_request(strformat("%s: unrecognized field \"%s\"", mf.c_str(), k.c_str()),
-                           "messages");
-      }
-    }
-    if (msg.role.empty())
-      return bad_request(mf + ".role is required (system, user or assistant)", "messages");
-    if (msg.role == "developer") msg.role = "system";
-    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "tool")
-      return bad_request(strformat("%s.role must be system, user, assistant or tool, got \"%s\"",
-                                   mf.c_str(), msg.role.c_str()),
-                         "messages");
-    if (extra.contains("tool_calls") && msg.role != "assistant")
-      return bad_request(mf + ".tool_calls belongs to assistant messages", "messages");
-    if (msg.role == "tool" && !extra.contains("tool_call_id"))
-      return bad_request(mf + ".tool_call_id is required for a tool message (the id of the call "
-                              "it answers)",
-                         "messages");
-    const bool calls_only = extra.contains("tool_calls");
-    if ((!m.contains("content") && !calls_only) ||
-        (m.contains("content") && m["content"].is_null() && msg.role != "assistant"))
-      return bad_request(mf + ".content is required", "messages");
-    // An assistant turn that only calls tools keeps content "" (templates such as Qwen3's read it).
-    if (!extra.empty()) msg.extra_json = extra.dump();
-    out->spec.messages.push_back(std::move(msg));
-  }
-  return {};
-}
-
-MaybeApiError parse_chat(const Fields& f, OpenAiRequest* out) {
-  if (auto e = parse_messages(f, out)) return e;
+MaybeApiError parse_chat(const JsonFields& f, OpenAiRequest* out) {
+  if (auto e = parse_chat_messages(f, out)) return e;
   if (f.has("max_completion_tokens")) {
     if (auto e = f.integer32("max_completion_tokens", &out->spec.sampling.max_tokens, 1,
                              std::numeric_limits<int32_t>::max()))
@@ -614,7 +310,7 @@ MaybeApiError parse_chat(const Fields& f, OpenAiRequest* out) {
       return bad_request("top_logprobs requires logprobs to be true", "top_logprobs");
   }
   if (auto e = f.boolean("add_generation_prompt", &out->spec.add_generation_prompt)) return e;
-  if (auto e = parse_tools(f, out)) return e;
+  if (auto e = parse_chat_tools(f, out)) return e;
   if (out->uses_tools() && out->guided.kind != GuidedKind::kNone)
     return bad_request(
         "use tools or structured output (" + out->guided.param + "), not both in one request",
@@ -623,7 +319,7 @@ MaybeApiError parse_chat(const Fields& f, OpenAiRequest* out) {
   return {};
 }
 
-MaybeApiError parse_prompt(const Fields& f, OpenAiRequest* out) {
+MaybeApiError parse_prompt(const JsonFields& f, OpenAiRequest* out) {
   const json* v = f.get("prompt");
   if (v == nullptr)
     return bad_request("prompt is required: a string or a list of token ids", "prompt");
@@ -645,7 +341,7 @@ MaybeApiError parse_prompt(const Fields& f, OpenAiRequest* out) {
   return wrong_type("prompt", "a string or a list of token ids", *p);
 }
 
-MaybeApiError parse_completion(const Fields& f, OpenAiRequest* out) {
+MaybeApiError parse_completion(const JsonFields& f, OpenAiRequest* out) {
   if (auto e = parse_prompt(f, out)) return e;
   if (const json* v = f.get("logprobs")) {
     if (v->is_boolean()) {
@@ -686,7 +382,7 @@ MaybeApiError parse_json_body(const std::string& body, nlohmann::json* out) {
   }
   if (!out->is_object())
     return bad_request(std::string("the request body must be a JSON object, got ") +
-                       type_name(*out));
+                       json_type_name(*out));
   return {};
 }
 
@@ -697,7 +393,7 @@ MaybeApiError parse_openai_request(ApiEndpoint endpoint, const nlohmann::json& b
   // OpenAI's defaults: completions stop after 16 tokens unless told; chat runs to the context end.
   out->spec.sampling.max_tokens = 16;
   if (auto e = check_known_fields(endpoint, body)) return e;
-  const Fields f(body);
+  const JsonFields f(body);
   if (auto e = parse_common(f, out)) return e;
   if (auto e =
           endpoint == ApiEndpoint::kChatCompletions ? parse_chat(f, out) : parse_completion(f, out))

@@ -239,6 +239,33 @@ HttpResponse handle_detokenize(ServerContext& ctx, const HttpRequest& req) {
   return json_response({{"prompt", ctx.tokenizer->decode(ids)}});
 }
 
+// GET /tokenizer_info (vLLM's endpoint; lm-eval's tokenizer_backend=remote reads it): the special
+// tokens as text and ids (null when the model has none), whether /tokenize's add_special_tokens
+// adds BOS / EOS, the vocabulary size, max-model-len and the chat template (absent when the model
+// has none). Clients that read only the text (lm-eval) find the ids by sending it to /tokenize
+// with add_special_tokens false: special tokens written in text encode as themselves.
+HttpResponse handle_tokenizer_info(const ServerContext& ctx) {
+  if (ctx.tokenizer == nullptr)
+    return error_response(
+        bad_request("this model has no tokenizer (it was loaded with --load-format dummy)"));
+  const Tokenizer& t = *ctx.tokenizer;
+  auto special = [&t](TokenId id, const char* name, json* out) {
+    const bool known = id >= 0 && id < t.vocab_size();
+    (*out)[std::string(name) + "_token"] = known ? json(t.token_bytes(id)) : json(nullptr);
+    (*out)[std::string(name) + "_token_id"] = known ? json(id) : json(nullptr);
+  };
+  json out = {{"tokenizer_kind", t.kind()},
+              {"vocab_size", t.vocab_size()},
+              {"model_max_length", ctx.max_model_len},
+              {"add_bos_token", t.add_bos()},
+              {"add_eos_token", t.add_eos()}};
+  special(t.bos_id(), "bos", &out);
+  special(t.eos_id(), "eos", &out);
+  const std::string& chat_template = ctx.engine.model().chat_template;
+  if (!chat_template.empty()) out["chat_template"] = chat_template;
+  return json_response(out);
+}
+
 }  // namespace
 
 void register_routes(HttpServer& raw_http, ServerContext& ctx) {
@@ -299,6 +326,9 @@ void register_routes(HttpServer& raw_http, ServerContext& ctx) {
                  }));
   http.add_route("POST", "/detokenize", authenticated(ctx, [&ctx](const HttpRequest& req) {
                    return handle_detokenize(ctx, req);
+                 }));
+  http.add_route("GET", "/tokenizer_info", authenticated(ctx, [&ctx](const HttpRequest&) {
+                   return handle_tokenizer_info(ctx);
                  }));
 }
 

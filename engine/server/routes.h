@@ -8,7 +8,9 @@
 //   POST /v1/completions         text or token-id prompt, streaming or not
 //   POST /tokenize               {"prompt"} or {"messages"} -> {"tokens", "count", "max_model_len"}
 //   POST /detokenize             {"tokens"} -> {"prompt"}
-// With an API key configured, /v1/*, /tokenize and /detokenize need "Authorization: Bearer <key>";
+//   GET  /tokenizer_info         BOS/EOS as text and ids, add_bos/eos, the chat template (vLLM's)
+// With an API key configured, /v1/*, /tokenize, /detokenize and /tokenizer_info need
+// "Authorization: Bearer <key>";
 // /health and /metrics stay open for probes and scrapers.
 #pragma once
 

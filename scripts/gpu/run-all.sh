@@ -135,7 +135,7 @@ if [[ " $SKIP " != *" tests "* ]]; then
   }
   GUARD=""
   if [ -z "${LATHE_CUDA_FUSED:-}" ] && ! { passed_all "$T/test_cuda_ops.txt" "CudaOpsTest::decode_gemv_matches_cpu" &&
-      ! grep -q "^FAIL!  : CudaRunnerTest::fused_decode_matches_unfused" "$T/test_cuda_runner.txt" 2> /dev/null; }; then
+      ! grep -q "^FAIL!  : CudaRunnerFusedTest::fused_decode_matches_unfused" "$T/test_cuda_runner_fused.txt" 2> /dev/null; }; then
     export LATHE_CUDA_FUSED=0
     GUARD+="LATHE_CUDA_FUSED=0 "
   fi

@@ -142,6 +142,9 @@ class BenchServeTest : public QObject {
                   json({{"messages", {{{"role", "user"}, {"content", "hi"}}}}}).dump());
     QCOMPARE(chat.status, 400);
     QVERIFY2(chat.body.find("no tokenizer") != std::string::npos, chat.body.c_str());
+    HttpClientResponse info = http_call(local_url(port), "GET", "/tokenizer_info");
+    QCOMPARE(info.status, 400);
+    QVERIFY2(info.body.find("no tokenizer") != std::string::npos, info.body.c_str());
     serve.terminate();
     QCOMPARE(serve.wait(15000), 0);
   }

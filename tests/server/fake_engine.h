@@ -26,6 +26,7 @@ class ByteTokenizer final : public Tokenizer {
   ByteTokenizer() {
     bos_id_ = 256;
     eos_id_ = 257;
+    add_bos_ = true;  // encode() with add_special_tokens prepends BOS
     kind_ = "bpe";
   }
   std::vector<TokenId> encode(std::string_view text,

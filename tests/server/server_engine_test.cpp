@@ -2,7 +2,8 @@
 // mid-stream frees its KV blocks at once; 200+ malformed and hostile requests each get a 4xx JSON
 // error and leave the server alive and correct; 300 concurrent streaming requests all complete
 // with the tokens they asked for while /health keeps answering within 100 ms, and afterwards the
-// KV cache is empty and no request remains. Checked through /metrics, as an operator would.
+// KV cache is empty and no request remains. Checked through /metrics, as an operator would. And
+// /tokenizer_info agrees with /tokenize as lm-eval's remote tokenizer uses them.
 #include <QtTest>
 
 #include <atomic>
@@ -96,6 +97,36 @@ class ServerEngineTest : public QObject {
     if (server_) server_->stop(std::chrono::milliseconds(0));
     server_.reset();
     engine_.reset();
+  }
+
+  // What lm-eval's tokenizer_backend=remote does with a server (lm_eval.utils.RemoteTokenizer):
+  // it reads BOS/EOS as text from /tokenizer_info and takes the first id /tokenize gives that text
+  // without special tokens added; those must be the ids /tokenizer_info names, and /detokenize of
+  // the ids gives the text back. The chat template is the model's.
+  void tokenizer_info_agrees_with_tokenize() {
+    HttpClientResponse r = http_call(url_, "GET", "/tokenizer_info");
+    QCOMPARE(r.status, 200);
+    const json info = parse_json(r.body);
+    const LoadedModel& m = engine_->model();
+    QCOMPARE(info["model_max_length"].get<int>(), 1024);
+    QCOMPARE(info["vocab_size"].get<int64_t>(), m.tokenizer->vocab_size());
+    QVERIFY(!m.chat_template.empty());
+    QCOMPARE(info["chat_template"].get<std::string>(), m.chat_template);
+    for (const char* name : {"bos", "eos"}) {
+      const std::string key = std::string(name) + "_token";
+      QVERIFY2(info[key].is_string() && info[key + "_id"].is_number_integer(), r.body.c_str());
+      const int id = info[key + "_id"].get<int>();
+      const std::string text = info[key].get<std::string>();
+      HttpClientResponse t =
+          http_call(url_, "POST", "/tokenize",
+                    json({{"prompt", text}, {"add_special_tokens", false}}).dump());
+      QCOMPARE(t.status, 200);
+      QCOMPARE(parse_json(t.body)["tokens"], json({id}));
+      HttpClientResponse d =
+          http_call(url_, "POST", "/detokenize", json({{"tokens", {id}}}).dump());
+      QCOMPARE(d.status, 200);
+      QCOMPARE(parse_json(d.body)["prompt"].get<std::string>(), text);
+    }
   }
 
   void disconnect_mid_stream_frees_its_blocks() {

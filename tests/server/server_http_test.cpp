@@ -9,7 +9,7 @@
 #include "engine/core/strings.h"
 #include "engine/server/api_server.h"
 #include "engine/server/openai_request.h"
-#include "fake_engine.h"
+#include "fake_server_fixture.h"
 #include "server_test_util.h"
 #include "test_support.h"
 
@@ -58,24 +58,12 @@ StreamSummary summarize(const SseResponse& r, bool chat) {
 
 }  // namespace
 
-class ServerHttpTest : public QObject {
+class ServerHttpTest : public QObject, private FakeServerFixture {
   Q_OBJECT
 
-  std::unique_ptr<FakeEngine> engine_;
-  std::unique_ptr<ApiServer> server_;
-  Url url_;
-
  private slots:
-  void initTestCase() {
-    engine_ = std::make_unique<FakeEngine>();
-    server_ = start_server(*engine_);
-    url_ = local_url(server_->port());
-  }
-
-  void cleanupTestCase() {
-    server_.reset();
-    engine_.reset();
-  }
+  void initTestCase() { start_fake_server(); }
+  void cleanupTestCase() { stop_fake_server(); }
 
   void health_models_and_unknown_routes() {
     HttpClientResponse h = http_call(url_, "GET", "/health");
@@ -420,6 +408,28 @@ class ServerHttpTest : public QObject {
     QVERIFY(is_openai_error(bad.body));
   }
 
+  // GET /tokenizer_info (vLLM's; lm-eval's remote tokenizer): the special tokens as text and ids,
+  // what /tokenize adds, the limits; no chat template key when the model has none. The key
+  // (api_key_required) and a model without a tokenizer (test_bench_serve) are checked elsewhere.
+  void tokenizer_info() {
+    HttpClientResponse r = http_call(url_, "GET", "/tokenizer_info");
+    QCOMPARE(r.status, 200);
+    const json j = parse_json(r.body);
+    QCOMPARE(j["eos_token"].get<std::string>(), std::string("</s>"));
+    QCOMPARE(j["eos_token_id"].get<int>(), 257);
+    QCOMPARE(j["bos_token"].get<std::string>(), std::string("<s>"));
+    QCOMPARE(j["bos_token_id"].get<int>(), 256);
+    QCOMPARE(j["add_bos_token"].get<bool>(), true);
+    QCOMPARE(j["add_eos_token"].get<bool>(), false);
+    QCOMPARE(j["vocab_size"].get<int>(), 258);
+    QCOMPARE(j["model_max_length"].get<int>(), 256);
+    QCOMPARE(j["tokenizer_kind"].get<std::string>(), std::string("bpe"));
+    QVERIFY2(!j.contains("chat_template"), r.body.c_str());
+    HttpClientResponse post = http_call(url_, "POST", "/tokenizer_info", "{}");
+    QCOMPARE(post.status, 405);
+    QVERIFY(is_openai_error(post.body));
+  }
+
   void body_limits_and_framing() {
     ServerConfig config;
     config.max_body_bytes = 1024;
@@ -483,6 +493,10 @@ class ServerHttpTest : public QObject {
     QCOMPARE(wrong.status, 401);
     QCOMPARE(http_call(url, "GET", "/v1/models", {}, {{"Authorization", "Bearer sekri"}}).status,
              401);
+    QCOMPARE(http_call(url, "GET", "/tokenizer_info").status, 401);
+    QCOMPARE(
+        http_call(url, "GET", "/tokenizer_info", {}, {{"Authorization", "Bearer sekrit"}}).status,
+        200);
     HttpClientResponse right =
         http_call(url, "POST", "/v1/completions", body, {{"Authorization", "Bearer sekrit"}});
     QCOMPARE(right.status, 200);

@@ -8,31 +8,19 @@
 #include "engine/core/strings.h"
 #include "engine/server/api_server.h"
 #include "engine/server/server_security.h"
-#include "fake_engine.h"
+#include "fake_server_fixture.h"
 #include "server_test_util.h"
 #include "test_support.h"
 
 using namespace lathe;
 using namespace lathe::test;
 
-class ServerSecurityTest : public QObject {
+class ServerSecurityTest : public QObject, private FakeServerFixture {
   Q_OBJECT
 
-  std::unique_ptr<FakeEngine> engine_;
-  std::unique_ptr<ApiServer> server_;
-  Url url_;
-
  private slots:
-  void initTestCase() {
-    engine_ = std::make_unique<FakeEngine>();
-    server_ = start_server(*engine_);
-    url_ = local_url(server_->port());
-  }
-
-  void cleanupTestCase() {
-    server_.reset();
-    engine_.reset();
-  }
+  void initTestCase() { start_fake_server(); }
+  void cleanupTestCase() { stop_fake_server(); }
 
   // Security defaults (docs/RELIABILITY.md): loopback bind, the exposure warning, the key compare.
   void security_defaults() {
