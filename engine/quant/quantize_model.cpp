@@ -161,6 +161,9 @@ Result<QuantizeResult> QuantizeJob::run(const QuantizeProgressFn& progress,
   p.tensors_total = static_cast<int64_t>(order.size());
   p.num_layers = source_.config().num_layers;
   int64_t done_elems = 0;
+  // The part read back from the work folder (fast), left out of the ETA's rate.
+  int64_t resumed_elems = 0;
+  double resumed_s = 0.0;
   for (size_t i = 0; i < order.size(); ++i) {
     if (cancel != nullptr && cancel->load()) return interrupted();
     const std::string& name = order[i];
@@ -205,11 +208,18 @@ Result<QuantizeResult> QuantizeJob::run(const QuantizeProgressFn& progress,
       p.layer = layer_of(name);
       p.layer_finished = i + 1 == order.size() || layer_of(order[i + 1]) != p.layer;
       p.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
-      const double frac = total_elems > 0 ? static_cast<double>(done_elems) / total_elems : 1.0;
-      p.eta_s = frac > 0.0 ? p.elapsed_s * (1.0 - frac) / frac : 0.0;
       const bool calibrated_layer = calibrated && p.layer >= 0 && p.layer == block_layer;
       p.holdout_ratio = calibrated_layer && block.has_holdout ? block.holdout.ratio() : -1.0;
       p.layer_resumed = calibrated_layer && p.layer < result.resumed_layers;
+      if (p.layer_resumed) {
+        resumed_elems = done_elems;  // read back so far
+        resumed_s = p.elapsed_s;
+      }
+      const int64_t worked = done_elems - resumed_elems;
+      p.eta_s = worked > 0
+                    ? (p.elapsed_s - resumed_s) * static_cast<double>(total_elems - done_elems) /
+                          static_cast<double>(worked)
+                    : 0.0;
       progress(p);
     }
   }
