@@ -154,7 +154,8 @@ void register_quantize(CLI::App& app, int* exit_code) {
       "quantize",
       "Quantize a model: GPTQ, AWQ (calibrated) or RTN int4/int8 (GPTQ, AWQ or "
       "compressed-tensors folders), FP8, INT8 W8A16, or a GGUF file (q8_0, q6_k, q5_k_m, q4_k_m, "
-      "q4_0)");
+      "q4_0). An interrupted gptq/awq run keeps its finished layers in OUT.partial; the same "
+      "command resumes from them");
   cmd->add_option("model", f->model,
                   "the source: a Hugging Face folder (F32/F16/BF16 safetensors) or a GGUF file")
       ->required();
