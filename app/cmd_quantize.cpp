@@ -1,14 +1,18 @@
 // `lathe quantize MODEL --scheme S --output OUT [--bits B] [--group-size G] [--sym|--asym]
 // [--format F] [--desc-act] [--damp-percent P] [--calibration FILE] [--num-samples N]
-// [--seq-len L] [--force] [--shard-size SIZE]`: quantization of a Hugging Face folder or a GGUF
-// file, calibrated for gptq and awq (engine/quant/quantize_model.h does the work; this file parses
-// flags and prints progress). Per-layer progress with an ETA goes to stderr; Ctrl-C stops cleanly
-// and leaves nothing under OUT. Errors: one line, exit code 1; interrupted: exit code 130.
+// [--seq-len L] [--holdout-samples H] [--restart] [--force] [--shard-size SIZE]`: quantization of
+// a Hugging Face folder or a GGUF file, calibrated for gptq and awq (engine/quant/quantize_model.h
+// does the work; this file parses flags and prints progress). Per-layer progress with an ETA goes
+// to stderr; Ctrl-C stops cleanly and leaves nothing under OUT (gptq and awq keep their finished
+// blocks in OUT.partial, and the same command resumes from there). Errors: one line, exit code 1;
+// interrupted: exit code 130. LATHE_QUANTIZE_STOP_AFTER_LAYERS=N (a test hook) stops gptq / awq as
+// if interrupted once N blocks are saved.
 #include <CLI/CLI.hpp>
 
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -33,6 +37,8 @@ struct QuantizeFlags {
   std::string calibration;
   int num_samples = 128;
   int seq_len = 512;
+  int holdout_samples = -1;
+  bool restart = false;
   bool force = false;
   std::string shard_size = "5GiB";
 };
@@ -67,6 +73,10 @@ int run_quantize(const QuantizeFlags& f) {
   r.calibration.file = f.calibration;
   r.calibration.num_samples = f.num_samples;
   r.calibration.seq_len = f.seq_len;
+  r.holdout_samples = f.holdout_samples;
+  r.restart = f.restart;
+  if (const char* stop = std::getenv("LATHE_QUANTIZE_STOP_AFTER_LAYERS"); stop != nullptr)
+    r.stop_after_layers = std::atoll(stop);
   r.force = f.force;
   r.max_shard_bytes = parse_byte_size(f.shard_size);
   if (r.max_shard_bytes <= 0)
@@ -85,9 +95,15 @@ int run_quantize(const QuantizeFlags& f) {
                format_bytes(static_cast<double>(job.expected_bytes())).c_str());
   if (job.scheme().needs_calibration()) {
     const CalibrationSet& cal = job.calibration();
+    if (!job.calibration_choice().empty())
+      std::fprintf(stderr, "  calibration set: %s\n", job.calibration_choice().c_str());
     std::fprintf(stderr, "  calibration: %zu samples, %lld tokens from %s (%s)\n",
                  cal.samples.size(), static_cast<long long>(cal.num_tokens()), cal.origin.c_str(),
                  calibration_format_name(cal.format));
+    if (job.checkpointed_layers() > 0 && !f.restart)
+      std::fprintf(
+          stderr, "  resuming: %s holds blocks 0-%lld of this job (--restart starts afresh)\n",
+          job.checkpoint_folder().c_str(), static_cast<long long>(job.checkpointed_layers() - 1));
   }
 
   g_cancel.store(false);
@@ -99,10 +115,15 @@ int run_quantize(const QuantizeFlags& f) {
             p.layer < 0 ? std::string("embedding, norm and head")
                         : strformat("layer %lld/%lld", static_cast<long long>(p.layer + 1),
                                     static_cast<long long>(p.num_layers));
+        std::string extra;
+        if (p.layer_resumed) extra += ", read back from the work folder";
+        if (p.holdout_ratio >= 0)
+          extra += strformat(", held-out error %.2fx RTN's", p.holdout_ratio);
         std::fprintf(
-            stderr, "  [%3lld%%] %s done, %s elapsed, ETA %s\n",
+            stderr, "  [%3lld%%] %s done, %s elapsed, ETA %s%s\n",
             static_cast<long long>(100 * p.tensors_done / std::max<int64_t>(1, p.tensors_total)),
-            what.c_str(), seconds_text(p.elapsed_s).c_str(), seconds_text(p.eta_s).c_str());
+            what.c_str(), seconds_text(p.elapsed_s).c_str(), seconds_text(p.eta_s).c_str(),
+            extra.c_str());
       },
       &g_cancel);
   std::signal(SIGINT, SIG_DFL);
@@ -119,6 +140,9 @@ int run_quantize(const QuantizeFlags& f) {
                seconds_text(q.seconds).c_str(), static_cast<long long>(q.quantized_tensors),
                static_cast<long long>(q.kept_tensors));
   for (const std::string& note : q.notes) std::fprintf(stderr, "  %s\n", note.c_str());
+  if (!q.holdout_message.empty())
+    std::fprintf(stderr, "%s%s\n", q.holdout_warning ? "lathe quantize: " : "  ",
+                 q.holdout_message.c_str());
   return 0;
 }
 
@@ -130,7 +154,8 @@ void register_quantize(CLI::App& app, int* exit_code) {
       "quantize",
       "Quantize a model: GPTQ, AWQ (calibrated) or RTN int4/int8 (GPTQ, AWQ or "
       "compressed-tensors folders), FP8, INT8 W8A16, or a GGUF file (q8_0, q6_k, q5_k_m, q4_k_m, "
-      "q4_0)");
+      "q4_0). An interrupted gptq/awq run keeps its finished layers in OUT.partial; the same "
+      "command resumes from them");
   cmd->add_option("model", f->model,
                   "the source: a Hugging Face folder (F32/F16/BF16 safetensors) or a GGUF file")
       ->required();
@@ -158,11 +183,18 @@ void register_quantize(CLI::App& app, int* exit_code) {
                   "gptq: damping added to the Hessian diagonal, a share of its mean (default 0.1)");
   cmd->add_option("--calibration", f->calibration,
                   "gptq, awq: calibration data, plain text, JSONL chat conversations or ShareGPT "
-                  "JSON (default: the built-in set of scripts/fetch-eval-text.sh)");
+                  "JSON (default: the built-in set of scripts/fetch-eval-text.sh, its English part "
+                  "calibration-en.txt for an English-only model)");
   cmd->add_option("--num-samples", f->num_samples, "gptq, awq: calibration sequences")
       ->capture_default_str();
   cmd->add_option("--seq-len", f->seq_len, "gptq, awq: tokens per calibration sequence")
       ->capture_default_str();
+  cmd->add_option("--holdout-samples", f->holdout_samples,
+                  "gptq, awq: calibration samples kept out of the fit to check, per block, that "
+                  "the method beats round-to-nearest on them (default: 1 in 16; 0: no check)");
+  cmd->add_flag("--restart", f->restart,
+                "gptq, awq: discard OUT.partial, the finished blocks of an interrupted run (by "
+                "default the same command resumes from them), and start from block 0");
   cmd->add_flag("--force", f->force, "replace OUT when it exists");
   cmd->add_option("--shard-size", f->shard_size,
                   "HF formats: largest safetensors file, e.g. 5GiB (default)")

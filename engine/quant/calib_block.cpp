@@ -151,7 +151,10 @@ void CalibBlock::mlp_act(const float* h2, const CalibLinear& gate, const CalibLi
 }
 
 Result<std::vector<double>> CalibBlock::hessian(const float* x, int64_t k) const {
-  const int64_t n = rows();
+  return hessian(x, rows(), k);
+}
+
+Result<std::vector<double>> CalibBlock::hessian(const float* x, int64_t n, int64_t k) const {
   for (int64_t i = 0; i < n * k; ++i)
     if (!std::isfinite(x[i]))
       return invalid_argument(strformat(
@@ -173,6 +176,29 @@ Result<std::vector<double>> CalibBlock::hessian(const float* x, int64_t k) const
   const double f = n > 0 ? 2.0 / static_cast<double>(n) : 0.0;
   for (double& v : sum) v *= f;
   return sum;
+}
+
+void CalibBlock::forward(const BlockTensors& t, float* x) const {
+  const int64_t n = rows(), hidden = c_.hidden_size;
+  std::vector<float> h(static_cast<size_t>(n * hidden));
+  norm(x, t.attn_norm, h.data());
+  std::vector<float> q(static_cast<size_t>(n * t.q.n)), k(static_cast<size_t>(n * t.k.n)),
+      v(static_cast<size_t>(n * t.v.n));
+  linear(h.data(), n, t.q, q.data());
+  linear(h.data(), n, t.k, k.data());
+  linear(h.data(), n, t.v, v.data());
+  std::vector<float> a(static_cast<size_t>(n * t.o.k));
+  attention(t, q, k, v, a.data());
+  q = k = v = {};
+  std::vector<float> y(static_cast<size_t>(n * hidden));
+  linear(a.data(), n, t.o, y.data());
+  a = {};
+  add(x, y);
+  norm(x, t.ffn_norm, h.data());
+  std::vector<float> m(static_cast<size_t>(n * t.down.k));
+  mlp_act(h.data(), t.gate, t.up, m.data());
+  linear(m.data(), n, t.down, y.data());
+  add(x, y);
 }
 
 void CalibBlock::add(float* x, const std::vector<float>& y) {

@@ -73,6 +73,12 @@ class CalibBlock {
   // X_c^T X_c over chunks of 1024 rows as float32 products (linear()'s dot products), the chunks
   // summed in double. kInvalidArgument when x has a non-finite value.
   Result<std::vector<double>> hessian(const float* x, int64_t k) const;
+  // The same over the first `n` rows of x only (the calibrated quantizer's fitted samples, which
+  // come before the held-out ones); the divisor is n.
+  Result<std::vector<double>> hessian(const float* x, int64_t n, int64_t k) const;
+  // The whole block in place: x [rows, hidden] becomes the block's output (the stages above in
+  // order, with t's weights).
+  void forward(const BlockTensors& t, float* x) const;
   // x += y over [rows, hidden].
   static void add(float* x, const std::vector<float>& y);
 

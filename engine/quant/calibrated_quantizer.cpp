@@ -37,8 +37,9 @@ void divide_columns(std::vector<float>& x, int64_t k, const std::vector<float>& 
 
 // LATHE_GPTQ_DUMP_DIR=DIR and LATHE_GPTQ_DUMP_LAYERS=0,3 (block numbers): each GPTQ linear of
 // those blocks writes DIR/blk.L.NAME.{w.f32,h.f64,x.f32,shape} (its float weights [n, k], the
-// Hessian [k, k], the calibration inputs [rows, k] it was computed from, and "n k rows") before it
-// is quantized, for scripts/quant/gptq_real_layers.py to check against numpy. Nothing otherwise.
+// Hessian [k, k], the calibration inputs [rows, k] it was computed from (the fitted rows), and "n k
+// rows") before it is quantized, for scripts/quant/gptq_real_layers.py to check against numpy.
+// Nothing otherwise.
 void maybe_dump_gptq_input(const std::string& prefix, const char* name, const CalibLinear& l,
                            const std::vector<double>& h, const std::vector<float>& x,
                            int64_t rows) {
@@ -56,7 +57,7 @@ void maybe_dump_gptq_input(const std::string& prefix, const char* name, const Ca
   };
   put(base + ".w.f32", l.w.data(), l.w.size() * sizeof(float));
   put(base + ".h.f64", h.data(), h.size() * sizeof(double));
-  put(base + ".x.f32", x.data(), x.size() * sizeof(float));
+  put(base + ".x.f32", x.data(), static_cast<size_t>(rows * l.k) * sizeof(float));
   std::ofstream(base + ".shape") << l.n << " " << l.k << " " << rows << "\n";
 }
 
@@ -71,14 +72,34 @@ double squared_error(const std::vector<float>& a, const std::vector<float>& b) {
 
 }  // namespace
 
+namespace {
+
+std::vector<std::vector<TokenId>> concat(std::vector<std::vector<TokenId>> a,
+                                         const std::vector<std::vector<TokenId>>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+int64_t tokens_of(const std::vector<std::vector<TokenId>>& samples) {
+  int64_t n = 0;
+  for (const auto& s : samples) n += static_cast<int64_t>(s.size());
+  return n;
+}
+
+}  // namespace
+
 CalibratedQuantizer::CalibratedQuantizer(const QuantSource& source, const QuantScheme& scheme,
-                                         const CalibrationSet& calibration,
+                                         const std::vector<std::vector<TokenId>>& fit,
+                                         const std::vector<std::vector<TokenId>>& held,
                                          const CalibratedQuantizerOptions& o)
     : source_(&source),
       scheme_(scheme),
       options_(o),
-      layout_(make_calib_layout(calibration.samples)),
-      block_(source.config(), layout_) {}
+      layout_(make_calib_layout(concat(fit, held))),
+      block_(source.config(), layout_),
+      fit_rows_(tokens_of(fit)),
+      holdout_samples_(static_cast<int64_t>(held.size())),
+      holdout_block_(source.config(), make_calib_layout(held)) {}
 
 Result<CalibratedQuantizer> CalibratedQuantizer::create(const QuantSource& source,
                                                         const QuantScheme& scheme,
@@ -88,9 +109,57 @@ Result<CalibratedQuantizer> CalibratedQuantizer::create(const QuantSource& sourc
     return invalid_argument("the calibrated quantizer runs --scheme gptq or awq, not " +
                             scheme.name);
   if (calibration.samples.empty()) return invalid_argument("the calibration set is empty");
-  CalibratedQuantizer q(source, scheme, calibration, options);
-  LATHE_ASSIGN_OR_RETURN(q.x_, calib_embeddings(source, calibration.samples));
+  if (options.holdout_samples < 0) return invalid_argument("--holdout-samples must be >= 0");
+  const int64_t n = static_cast<int64_t>(calibration.samples.size());
+  if (options.holdout_samples >= n)
+    return invalid_argument(strformat(
+        "--holdout-samples %lld leaves no calibration sample to fit (the set has %lld); pass "
+        "fewer, or 0 to skip the held-out check",
+        static_cast<long long>(options.holdout_samples), static_cast<long long>(n)));
+  const std::vector<bool> mask = holdout_mask(n, options.holdout_samples);
+  std::vector<std::vector<TokenId>> fit, held;
+  for (int64_t i = 0; i < n; ++i)
+    (mask[static_cast<size_t>(i)] ? held : fit)
+        .push_back(calibration.samples[static_cast<size_t>(i)]);
+  CalibratedQuantizer q(source, scheme, fit, held, options);
+  LATHE_ASSIGN_OR_RETURN(q.x_, calib_embeddings(source, concat(fit, held)));
   return q;
+}
+
+Status CalibratedQuantizer::restore(int64_t layer, std::vector<float> x) {
+  const int64_t want = block_.rows() * source_->config().hidden_size;
+  if (static_cast<int64_t>(x.size()) != want)
+    return invalid_argument(
+        strformat("the saved calibration state has %zu values, this run needs "
+                  "%lld (rows x hidden)",
+                  x.size(), static_cast<long long>(want)));
+  if (layer < 0 || layer > source_->config().num_layers)
+    return invalid_argument(strformat("the saved calibration state is for block %lld of %lld",
+                                      static_cast<long long>(layer),
+                                      static_cast<long long>(source_->config().num_layers)));
+  x_ = std::move(x);
+  next_layer_ = layer;
+  return Status();
+}
+
+Result<HoldoutBlock> CalibratedQuantizer::compare_holdout(const BlockTensors& plain,
+                                                          const BlockTensors& quantized,
+                                                          const std::vector<float>& x_in) const {
+  BlockTensors rtn = plain;
+  for (CalibLinear* l : {&rtn.q, &rtn.k, &rtn.v, &rtn.o, &rtn.gate, &rtn.up, &rtn.down}) {
+    LATHE_ASSIGN_OR_RETURN(IntQuantizedMatrix qm,
+                           quantize_int_rtn(l->w.data(), l->n, l->k, scheme_.int_config));
+    l->w = dequantize_int(qm);
+  }
+  std::vector<float> y_ref = x_in, y_method = x_in, y_rtn = x_in;
+  holdout_block_.forward(plain, y_ref.data());
+  holdout_block_.forward(quantized, y_method.data());
+  holdout_block_.forward(rtn, y_rtn.data());
+  const double count = static_cast<double>(std::max<size_t>(1, y_ref.size()));
+  HoldoutBlock h;
+  h.method_error = squared_error(y_method, y_ref) / count;
+  h.rtn_error = squared_error(y_rtn, y_ref) / count;
+  return h;
 }
 
 Result<CalibratedBlock> CalibratedQuantizer::quantize_block(int64_t layer,
@@ -102,10 +171,23 @@ Result<CalibratedBlock> CalibratedQuantizer::quantize_block(int64_t layer,
   LATHE_ASSIGN_OR_RETURN(BlockTensors t, read_block_tensors(*source_, layer));
   CalibratedBlock out;
   const std::string prefix = "blk." + std::to_string(layer) + ".";
+  const int64_t hidden = source_->config().hidden_size;
+  BlockTensors plain;
+  std::vector<float> holdout_in;  // the held-out rows entering the block
+  if (holdout_samples_ > 0) {
+    plain = t;
+    holdout_in.assign(x_.begin() + fit_rows_ * hidden, x_.end());
+  }
   if (scheme_.method == QuantMethod::kGptq) {
     LATHE_RETURN_IF_ERROR(gptq_block(t, prefix, cancel, &out));
   } else {
     LATHE_RETURN_IF_ERROR(awq_block(t, prefix, cancel, &out));
+  }
+  if (holdout_samples_ > 0) {
+    Result<HoldoutBlock> h = compare_holdout(plain, t, holdout_in);
+    if (!h.is_ok()) return h.status().with_context(prefix + "held-out check");
+    out.has_holdout = true;
+    out.holdout = h.value();
   }
   ++next_layer_;
   return out;
@@ -125,14 +207,14 @@ Status CalibratedQuantizer::gptq_block(BlockTensors& t, const std::string& prefi
   auto quantize = [&](CalibLinear& l, const char* name, const std::vector<double>& h,
                       const std::vector<float>& x) -> Status {
     LATHE_RETURN_IF_ERROR(check_cancel(cancel));
-    maybe_dump_gptq_input(prefix, name, l, h, x, rows);
+    maybe_dump_gptq_input(prefix, name, l, h, x, fit_rows_);
     Result<GptqResult> r = gptq_quantize(l.w.data(), l.n, l.k, h, gc);
     if (!r.is_ok()) return r.status().with_context(prefix + name);
     GptqResult& g = r.value();
     if (g.fell_back_to_rtn) out->notes.push_back(prefix + name + ": " + g.fallback_reason);
     std::vector<float> deq = dequantize_int(g.q);
     // Output error on a sample of the input rows.
-    const std::vector<float> xs = sample_rows(x, rows, l.k, 256);
+    const std::vector<float> xs = sample_rows(x, fit_rows_, l.k, 256);
     const int64_t m = static_cast<int64_t>(xs.size()) / l.k;
     std::vector<float> y0(static_cast<size_t>(m * l.n)), y1(y0.size());
     CalibLinear plain{l.w, {}, l.n, l.k};
@@ -145,7 +227,7 @@ Status CalibratedQuantizer::gptq_block(BlockTensors& t, const std::string& prefi
     return Status();
   };
   auto hessian_of = [&](const std::vector<float>& x, int64_t k) {
-    return block_.hessian(x.data(), k);
+    return block_.hessian(x.data(), fit_rows_, k);  // the held-out rows stay out
   };
 
   std::vector<float> h1(static_cast<size_t>(rows * hidden));
@@ -228,7 +310,7 @@ Status CalibratedQuantizer::awq_block(BlockTensors& t, const std::string& prefix
                     const char* what) -> Result<std::vector<float>> {
     LATHE_RETURN_IF_ERROR(check_cancel(cancel));
     const int64_t kk = group[0]->k;
-    const std::vector<float> xs = sample_rows(x, rows, kk, options_.awq_loss_rows);
+    const std::vector<float> xs = sample_rows(x, fit_rows_, kk, options_.awq_loss_rows);
     const int64_t ms = static_cast<int64_t>(xs.size()) / kk;
     std::vector<std::vector<float>> ref(group.size());
     std::vector<AwqLinear> linears;
@@ -248,7 +330,7 @@ Status CalibratedQuantizer::awq_block(BlockTensors& t, const std::string& prefix
       return e;
     };
     Result<AwqScaleResult> r =
-        awq_search_scales(awq_activation_means(x.data(), rows, kk), linears, kk, ac, loss);
+        awq_search_scales(awq_activation_means(x.data(), fit_rows_, kk), linears, kk, ac, loss);
     if (!r.is_ok()) return r.status().with_context(prefix + what);
     for (CalibLinear* l : group) awq_scale_columns(l->w.data(), l->n, kk, r.value().scales.data());
     return std::move(r.value().scales);
@@ -289,7 +371,7 @@ Status CalibratedQuantizer::awq_block(BlockTensors& t, const std::string& prefix
   for (const Item& it : items) {
     LATHE_RETURN_IF_ERROR(check_cancel(cancel));
     CalibLinear& l = *it.l;
-    const std::vector<float> xs = sample_rows(*it.x, rows, l.k, options_.awq_clip_rows);
+    const std::vector<float> xs = sample_rows(*it.x, fit_rows_, l.k, options_.awq_clip_rows);
     const int64_t ms = static_cast<int64_t>(xs.size()) / l.k;
     std::vector<float> y0(static_cast<size_t>(ms * l.n)), y1(y0.size());
     block_.linear(xs.data(), ms, CalibLinear{l.w, {}, l.n, l.k}, y0.data());
@@ -300,10 +382,11 @@ Status CalibratedQuantizer::awq_block(BlockTensors& t, const std::string& prefix
     }
     Result<IntQuantizedMatrix> qm = quantize_int_rtn(l.w.data(), l.n, l.k, ac.quant);
     if (!qm.is_ok()) return qm.status().with_context(prefix + it.name);
-    const std::vector<float> deq = dequantize_int(qm.value());
+    std::vector<float> deq = dequantize_int(qm.value());
     block_.linear(xs.data(), ms, CalibLinear{deq, {}, l.n, l.k}, y1.data());
     err_sum += squared_error(y1, y0);
     err_count += static_cast<int64_t>(y0.size());
+    l.w = std::move(deq);  // t is now the quantized block (for the held-out check)
     out->linears.emplace(prefix + it.name, std::move(qm).value());
   }
   out->output_error = err_count > 0 ? err_sum / static_cast<double>(err_count) : 0.0;

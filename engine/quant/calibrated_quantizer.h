@@ -17,6 +17,15 @@
 // group's own outputs (AutoAWQ runs the whole attention or MLP module) over `awq_loss_rows` rows
 // spread over the batch; the clip search uses `awq_clip_rows` rows (AutoAWQ: 512 tokens). The next
 // block's input is the float block's output, as in AutoAWQ.
+//
+// Held-out samples (holdout_check.h): `holdout_samples` of the set are kept out of every fitted
+// statistic; they are placed after the fitted samples in the batch (rows fit_rows() .. rows), go
+// through the blocks with the others, and after each block its output on them is compared for the
+// float, the method's and round-to-nearest's weights (CalibratedBlock::holdout).
+//
+// Resuming (quant_checkpoint.h): the only state carried from one block to the next is the hidden
+// states entering the next block (hidden_state()); restore() puts a saved one back, so a run can
+// continue from a finished block with the same results as one that never stopped.
 #pragma once
 
 #include <atomic>
@@ -28,6 +37,7 @@
 #include "engine/core/status.h"
 #include "engine/quant/calib_block.h"
 #include "engine/quant/calibration.h"
+#include "engine/quant/holdout_check.h"
 #include "engine/quant/int_quant.h"
 #include "engine/quant/quant_scheme.h"
 #include "engine/quant/quant_source.h"
@@ -37,6 +47,7 @@ namespace lathe {
 struct CalibratedQuantizerOptions {
   int64_t awq_loss_rows = 512;  // rows of the scale search's loss
   int64_t awq_clip_rows = 128;  // rows of the clip search
+  int64_t holdout_samples = 0;  // calibration samples kept out of the fit (holdout_check.h)
 };
 
 // What one block became: its linears' codes, and the float tensors that changed (AWQ: norm
@@ -46,6 +57,8 @@ struct CalibratedBlock {
   std::map<std::string, std::vector<float>> replaced;
   std::vector<std::string> notes;  // e.g. a GPTQ fallback to round-to-nearest
   double output_error = 0.0;       // mean squared error of the quantized linears' outputs
+  bool has_holdout = false;        // holdout is set (there are held-out samples)
+  HoldoutBlock holdout;
 };
 
 class CalibratedQuantizer {
@@ -61,21 +74,38 @@ class CalibratedQuantizer {
   Result<CalibratedBlock> quantize_block(int64_t layer, const std::atomic<bool>* cancel);
 
   int64_t next_layer() const { return next_layer_; }
+  // The hidden states entering block next_layer(), [rows, hidden] (held-out rows last).
+  const std::vector<float>& hidden_state() const { return x_; }
+  // Continues from a saved state: `x` is hidden_state() as it was when next_layer() was `layer`.
+  // kInvalidArgument when its size does not fit this calibration set and model.
+  Status restore(int64_t layer, std::vector<float> x);
+  int64_t holdout_samples() const { return holdout_samples_; }
+  int64_t holdout_tokens() const { return block_.rows() - fit_rows_; }
 
  private:
+  // `fit` then `held` are the batch's samples, in that order.
   CalibratedQuantizer(const QuantSource& source, const QuantScheme& scheme,
-                      const CalibrationSet& calibration, const CalibratedQuantizerOptions& o);
+                      const std::vector<std::vector<TokenId>>& fit,
+                      const std::vector<std::vector<TokenId>>& held,
+                      const CalibratedQuantizerOptions& o);
   Status gptq_block(BlockTensors& t, const std::string& prefix, const std::atomic<bool>* cancel,
                     CalibratedBlock* out);
   Status awq_block(BlockTensors& t, const std::string& prefix, const std::atomic<bool>* cancel,
                    CalibratedBlock* out);
+  // The held-out comparison of one block: `x_in` the held-out rows entering it, `plain` its float
+  // tensors, `quantized` the method's (dequantized weights, folded norms).
+  Result<HoldoutBlock> compare_holdout(const BlockTensors& plain, const BlockTensors& quantized,
+                                       const std::vector<float>& x_in) const;
 
   const QuantSource* source_;
   QuantScheme scheme_;
   CalibratedQuantizerOptions options_;
   CalibLayout layout_;
   CalibBlock block_;
-  std::vector<float> x_;  // hidden states entering block next_layer_, [rows, hidden]
+  int64_t fit_rows_ = 0;  // rows of the fitted samples (the first ones of the batch)
+  int64_t holdout_samples_ = 0;
+  CalibBlock holdout_block_;  // the held-out samples alone
+  std::vector<float> x_;      // hidden states entering block next_layer_, [rows, hidden]
   int64_t next_layer_ = 0;
 };
 

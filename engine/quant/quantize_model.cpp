@@ -9,8 +9,11 @@
 #include "engine/model/model_loader.h"
 #include "engine/quant/atomic_output.h"
 #include "engine/quant/calibrated_quantizer.h"
+#include "engine/quant/calibration_language.h"
 #include "engine/quant/gguf_quant_writer.h"
 #include "engine/quant/hf_quant_writer.h"
+#include "engine/quant/quant_checkpoint.h"
+#include "engine/quant/quant_job_identity.h"
 
 namespace lathe {
 namespace fs = std::filesystem;
@@ -64,12 +67,42 @@ Result<std::unique_ptr<QuantizeJob>> QuantizeJob::prepare(const QuantizeRequest&
     if (with_tokenizer.tokenizer == nullptr)
       return invalid_argument(r.model + " has no tokenizer; --scheme " + job->scheme_.name +
                               " needs one to read the calibration text");
-    LATHE_ASSIGN_OR_RETURN(
-        job->calibration_,
-        load_calibration(r.calibration, *with_tokenizer.tokenizer, with_tokenizer.chat_template));
+    CalibrationConfig cc = r.calibration;
+    if (cc.file.empty()) {
+      const CalibrationChoice choice = choose_default_calibration(
+          declared_languages(job->source_), vocab_language_share(*with_tokenizer.tokenizer),
+          fs::path(default_calibration_path()).parent_path().string());
+      cc.file = choice.path;
+      job->calibration_choice_ = choice.reason;
+    }
+    LATHE_ASSIGN_OR_RETURN(job->calibration_, load_calibration(cc, *with_tokenizer.tokenizer,
+                                                               with_tokenizer.chat_template));
+    const int64_t n = static_cast<int64_t>(job->calibration_.samples.size());
+    const int64_t h = r.holdout_samples < 0 ? default_holdout_samples(n) : r.holdout_samples;
+    if (h >= n)
+      return invalid_argument(strformat(
+          "--holdout-samples %lld leaves no calibration sample to fit (the set gives %lld); pass "
+          "fewer, or 0 to skip the held-out check",
+          static_cast<long long>(h), static_cast<long long>(n)));
+    job->quantizer_options_.holdout_samples = h;
+    job->job_identity_ =
+        quant_job_identity(job->source_, job->scheme_, job->calibration_, job->quantizer_options_);
+    if (!r.restart) {  // a work folder of another job, or a damaged one: said before any work
+      LATHE_ASSIGN_OR_RETURN(QuantCheckpoint ckpt,
+                             QuantCheckpoint::open(r.output, job->job_identity_, false));
+      job->checkpointed_layers_ = ckpt.finished_layers();
+    }
   }
-  LATHE_RETURN_IF_ERROR(check_free_space(r.output, job->writer_->expected_bytes()));
+  int64_t bytes = job->writer_->expected_bytes();
+  if (job->scheme_.needs_calibration())  // the work folder: block files and two states
+    bytes += job->writer_->expected_bytes() +
+             2 * job->calibration_.num_tokens() * job->source_.config().hidden_size * 4;
+  LATHE_RETURN_IF_ERROR(check_free_space(r.output, bytes));
   return job;
+}
+
+std::string QuantizeJob::checkpoint_folder() const {
+  return QuantCheckpoint::folder_for(request_.output);
 }
 
 Result<QuantizeResult> QuantizeJob::run(const QuantizeProgressFn& progress,
@@ -90,24 +123,49 @@ Result<QuantizeResult> QuantizeJob::run(const QuantizeProgressFn& progress,
   }
   QuantizeResult result;
   std::optional<CalibratedQuantizer> calibrated;
+  std::optional<QuantCheckpoint> ckpt;
+  std::vector<HoldoutBlock> holdout;
   CalibratedBlock block;  // the calibrated block being written
+  int64_t block_layer = -1;
   if (scheme_.needs_calibration()) {
-    LATHE_ASSIGN_OR_RETURN(CalibratedQuantizer cq,
-                           CalibratedQuantizer::create(source_, scheme_, calibration_));
+    LATHE_ASSIGN_OR_RETURN(
+        CalibratedQuantizer cq,
+        CalibratedQuantizer::create(source_, scheme_, calibration_, quantizer_options_));
     calibrated.emplace(std::move(cq));
+    LATHE_ASSIGN_OR_RETURN(QuantCheckpoint c,
+                           QuantCheckpoint::open(request_.output, job_identity_, request_.restart));
+    ckpt.emplace(std::move(c));
+    result.resumed_layers = std::min(ckpt->finished_layers(), source_.config().num_layers);
+    if (result.resumed_layers > 0) {
+      LATHE_ASSIGN_OR_RETURN(std::vector<float> state, ckpt->read_state());
+      LATHE_RETURN_IF_ERROR(calibrated->restore(result.resumed_layers, std::move(state)));
+      result.notes.push_back(
+          strformat("resumed from %s: blocks 0-%lld read back, quantized from block %lld on",
+                    ckpt->folder().c_str(), static_cast<long long>(result.resumed_layers - 1),
+                    static_cast<long long>(result.resumed_layers)));
+    }
     result.notes.push_back(
         strformat("calibrated on %zu samples, %lld tokens (%s, %s)", calibration_.samples.size(),
                   static_cast<long long>(calibration_.num_tokens()), calibration_.origin.c_str(),
                   calibration_format_name(calibration_.format)));
     if (!calibration_.note.empty()) result.notes.push_back(calibration_.note);
   }
+  auto interrupted = [&]() {
+    std::string m = "interrupted; nothing was written under " + request_.output;
+    if (ckpt && ckpt->finished_layers() > 0)
+      m += strformat("; blocks 0-%lld are saved in %s: run the same command again to resume",
+                     static_cast<long long>(ckpt->finished_layers() - 1), ckpt->folder().c_str());
+    return cancelled(m);
+  };
   QuantizeProgress p;
   p.tensors_total = static_cast<int64_t>(order.size());
   p.num_layers = source_.config().num_layers;
   int64_t done_elems = 0;
+  // The part read back from the work folder (fast), left out of the ETA's rate.
+  int64_t resumed_elems = 0;
+  double resumed_s = 0.0;
   for (size_t i = 0; i < order.size(); ++i) {
-    if (cancel != nullptr && cancel->load())
-      return cancelled("interrupted; nothing was written under " + request_.output);
+    if (cancel != nullptr && cancel->load()) return interrupted();
     const std::string& name = order[i];
     std::vector<float> data;
     if (source_.has(name)) {
@@ -120,13 +178,22 @@ Result<QuantizeResult> QuantizeJob::run(const QuantizeProgressFn& progress,
       ++result.kept_tensors;
     }
     const int64_t layer = layer_of(name);
-    if (calibrated && layer >= 0 && layer == calibrated->next_layer()) {
-      Result<CalibratedBlock> b = calibrated->quantize_block(layer, cancel);
-      if (!b.is_ok() && b.status().code() == ErrorCode::kCancelled)
-        return cancelled("interrupted; nothing was written under " + request_.output);
-      LATHE_RETURN_IF_ERROR(b.status());
-      block = std::move(b).value();
+    if (calibrated && layer >= 0 && layer != block_layer) {
+      block_layer = layer;
+      if (layer < result.resumed_layers) {
+        LATHE_ASSIGN_OR_RETURN(block, ckpt->read_block(layer));
+      } else {
+        Result<CalibratedBlock> b = calibrated->quantize_block(layer, cancel);
+        if (!b.is_ok() && b.status().code() == ErrorCode::kCancelled) return interrupted();
+        LATHE_RETURN_IF_ERROR(b.status());
+        block = std::move(b).value();
+        LATHE_RETURN_IF_ERROR(ckpt->save(layer, block, calibrated->hidden_state()));
+        if (request_.stop_after_layers >= 0 &&
+            ckpt->finished_layers() >= request_.stop_after_layers)
+          return interrupted();
+      }
       for (const std::string& n : block.notes) result.notes.push_back(n);
+      if (block.has_holdout) holdout.push_back(block.holdout);
     }
     if (auto q = block.linears.find(name); q != block.linears.end()) {
       LATHE_RETURN_IF_ERROR(writer_->write_quantized(name, q->second));
@@ -141,15 +208,36 @@ Result<QuantizeResult> QuantizeJob::run(const QuantizeProgressFn& progress,
       p.layer = layer_of(name);
       p.layer_finished = i + 1 == order.size() || layer_of(order[i + 1]) != p.layer;
       p.elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
-      const double frac = total_elems > 0 ? static_cast<double>(done_elems) / total_elems : 1.0;
-      p.eta_s = frac > 0.0 ? p.elapsed_s * (1.0 - frac) / frac : 0.0;
+      const bool calibrated_layer = calibrated && p.layer >= 0 && p.layer == block_layer;
+      p.holdout_ratio = calibrated_layer && block.has_holdout ? block.holdout.ratio() : -1.0;
+      p.layer_resumed = calibrated_layer && p.layer < result.resumed_layers;
+      if (p.layer_resumed) {
+        resumed_elems = done_elems;  // read back so far
+        resumed_s = p.elapsed_s;
+      }
+      const int64_t worked = done_elems - resumed_elems;
+      p.eta_s = worked > 0
+                    ? (p.elapsed_s - resumed_s) * static_cast<double>(total_elems - done_elems) /
+                          static_cast<double>(worked)
+                    : 0.0;
       progress(p);
     }
   }
-  if (cancel != nullptr && cancel->load())
-    return cancelled("interrupted; nothing was written under " + request_.output);
+  if (cancel != nullptr && cancel->load()) return interrupted();
+  std::vector<std::string> notes = std::move(result.notes);
   LATHE_ASSIGN_OR_RETURN(result.notes, writer_->finish());
+  result.notes.insert(result.notes.begin(), notes.begin(), notes.end());
   LATHE_RETURN_IF_ERROR(out.commit());
+  if (ckpt) {
+    if (Status s = ckpt->remove(); !s.is_ok()) result.notes.push_back(s.message());
+    if (!holdout.empty()) {
+      const HoldoutSummary h =
+          summarize_holdout(holdout, scheme_.method == QuantMethod::kGptq ? "GPTQ" : "AWQ",
+                            calibrated->holdout_samples(), calibrated->holdout_tokens());
+      result.holdout_message = h.message;
+      result.holdout_warning = h.warn;
+    }
+  }
   result.output = request_.output;
   result.output_bytes = path_bytes(request_.output);
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();

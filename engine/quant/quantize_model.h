@@ -10,6 +10,14 @@
 // and the free disk space against the planned output size. run() then reads, quantizes
 // and writes one tensor at a time under a temporary name and renames the result into place at the
 // end (atomic_output.h): a failure or a cancellation leaves nothing under the output name.
+//
+// Calibrated schemes also keep a resumable work folder, "<output>.partial" (quant_checkpoint.h):
+// each finished block is saved there, and a later run of the same job (quant_job_identity.h)
+// reads those blocks back instead of quantizing them again, continuing from the first unfinished
+// one; its output is byte for byte the output of a run that never stopped. The folder is removed
+// when the output is committed. Without --calibration they pick the built-in set by the model's
+// languages (calibration_language.h), and keep a few samples out of the fit for the held-out check
+// (holdout_check.h).
 #pragma once
 
 #include <atomic>
@@ -19,7 +27,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
 #include "engine/core/status.h"
+
+#include "engine/quant/calibrated_quantizer.h"
 #include "engine/quant/calibration.h"
 #include "engine/quant/quant_output.h"
 #include "engine/quant/quant_scheme.h"
@@ -34,6 +45,14 @@ struct QuantizeRequest {
   bool force = false;                          // replace an existing output
   int64_t max_shard_bytes = int64_t{5} << 30;  // HF outputs
   CalibrationConfig calibration;               // gptq, awq
+  // gptq, awq: discard "<output>.partial" (a previous run's finished blocks) and start afresh.
+  bool restart = false;
+  // gptq, awq: calibration samples kept out of the fit for the held-out check; -1: the default
+  // (default_holdout_samples()), 0: no check.
+  int64_t holdout_samples = -1;
+  // Tests (and LATHE_QUANTIZE_STOP_AFTER_LAYERS in the CLI): gptq, awq stop with kCancelled once
+  // this many blocks are finished and saved, as if interrupted there; -1: never.
+  int64_t stop_after_layers = -1;
 };
 
 struct QuantizeProgress {
@@ -45,6 +64,10 @@ struct QuantizeProgress {
   bool layer_finished = false;  // the last tensor of `layer` (or of the globals) was written
   double elapsed_s = 0.0;
   double eta_s = 0.0;  // by the elements still to do at the rate so far
+  // gptq, awq, when `layer_finished` for a block with a held-out check: its held-out output error
+  // over round-to-nearest's; -1 otherwise.
+  double holdout_ratio = -1.0;
+  bool layer_resumed = false;  // the block was read back from the work folder
 };
 using QuantizeProgressFn = std::function<void(const QuantizeProgress&)>;
 
@@ -55,6 +78,9 @@ struct QuantizeResult {
   int64_t kept_tensors = 0;
   double seconds = 0.0;
   std::vector<std::string> notes;  // what the writer wants to tell (type mix, shards)
+  int64_t resumed_layers = 0;      // gptq, awq: blocks read back from "<output>.partial"
+  std::string holdout_message;     // gptq, awq: the held-out check's summary line (or empty)
+  bool holdout_warning = false;    // the method was not better than round-to-nearest there
 };
 
 class QuantizeJob {
@@ -66,6 +92,11 @@ class QuantizeJob {
   int64_t expected_bytes() const { return writer_->expected_bytes(); }
   // gptq, awq: the calibration set read by prepare() (empty otherwise).
   const CalibrationSet& calibration() const { return calibration_; }
+  // gptq, awq without --calibration: which built-in set was chosen and why (else empty).
+  const std::string& calibration_choice() const { return calibration_choice_; }
+  // gptq, awq: the work folder ("<output>.partial") and how many finished blocks it holds now.
+  std::string checkpoint_folder() const;
+  int64_t checkpointed_layers() const { return checkpointed_layers_; }
 
   // Runs the job once. `cancel` (may be null) is polled between tensors: when set, the job stops
   // with kCancelled and removes its temporary output.
@@ -78,6 +109,10 @@ class QuantizeJob {
   QuantScheme scheme_;
   std::unique_ptr<QuantOutputWriter> writer_;
   CalibrationSet calibration_;
+  std::string calibration_choice_;
+  CalibratedQuantizerOptions quantizer_options_;
+  nlohmann::ordered_json job_identity_;  // gptq, awq
+  int64_t checkpointed_layers_ = 0;
 };
 
 }  // namespace lathe

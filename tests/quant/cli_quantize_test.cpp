@@ -1,6 +1,7 @@
 // `lathe quantize` as a user runs it: one-line errors with exit code 1 for each kind of bad input,
 // per-layer progress with an ETA, a summary, and Ctrl-C (SIGINT) stopping cleanly with exit code
-// 130 and nothing left under the output name.
+// 130 and nothing left under the output name; a gptq run stopped after a block
+// (LATHE_QUANTIZE_STOP_AFTER_LAYERS) resumes with the same command and writes the same files.
 #include <QtTest>
 
 #include <QProcess>
@@ -8,6 +9,9 @@
 
 #include <csignal>
 #include <filesystem>
+#include <fstream>
+
+#include "engine/core/read_file.h"
 
 #include "quant_model_util.h"
 
@@ -102,6 +106,44 @@ class CliQuantizeTest : public QObject {
     QVERIFY2(r.exit_code == 0, qPrintable(r.err));
     QVERIFY2(r.err.contains("int4 g64 asymmetric; gptq"), qPrintable(r.err));
     QVERIFY(fs::exists(folder.toStdString() + "/quantize_config.json"));
+  }
+
+  void gptq_resumes_from_its_work_folder() {
+    const QString calib = dir_.filePath("calib.txt");
+    {
+      std::string text;
+      for (int i = 0; i < 3000; ++i) text += i % 7 ? "the river over stone " : "light 42.\n";
+      std::ofstream(calib.toStdString()) << text;
+    }
+    const QStringList common = {
+        "-s",  "gptq",          "--group-size", "64",        "--calibration",
+        calib, "--num-samples", "16",           "--seq-len", "32"};
+    const QString ref = dir_.filePath("gptq_ref"), out = dir_.filePath("gptq_resumed");
+    lathe::test::ProcessResult r = lathe_quantize(QStringList{model_, "-o", ref} + common);
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    QVERIFY2(r.err.contains("held-out error") && r.err.contains("held-out check: on 1 held-out"),
+             qPrintable(r.err));
+    qputenv("LATHE_QUANTIZE_STOP_AFTER_LAYERS", "1");
+    r = lathe_quantize(QStringList{model_, "-o", out} + common);
+    qunsetenv("LATHE_QUANTIZE_STOP_AFTER_LAYERS");
+    QVERIFY2(r.exit_code == 130 && r.err.contains("blocks 0-0 are saved in " + out + ".partial"),
+             qPrintable(r.err));
+    QVERIFY(!fs::exists(out.toStdString()));
+    // Another job is refused before any work, naming what differs.
+    r = lathe_quantize(QStringList{model_, "-o", out} + common + QStringList{"--desc-act"});
+    QVERIFY2(r.exit_code == 1 && r.err.contains("another job (scheme differ)") &&
+                 r.err.contains("--restart"),
+             qPrintable(r.err));
+    r = lathe_quantize(QStringList{model_, "-o", out} + common);
+    QVERIFY2(r.exit_code == 0 && r.err.contains("resuming: " + out + ".partial holds blocks 0-0") &&
+                 r.err.contains("read back from the work folder"),
+             qPrintable(r.err));
+    QVERIFY(!fs::exists(out.toStdString() + ".partial"));
+    for (const auto& e : fs::directory_iterator(ref.toStdString())) {
+      const std::string other = out.toStdString() + "/" + e.path().filename().string();
+      QVERIFY2(lathe::read_file(e.path().string()).value() == lathe::read_file(other).value(),
+               other.c_str());
+    }
   }
 
   void ctrl_c_stops_cleanly() {

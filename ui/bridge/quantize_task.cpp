@@ -166,6 +166,7 @@ void QuantizeTask::runJob(const QuantizeSpec& spec) {
   o.keptTensors = q.kept_tensors;
   o.seconds = q.seconds;
   for (const std::string& n : q.notes) o.notes << QString::fromStdString(n);
+  if (!q.holdout_message.empty()) o.notes << QString::fromStdString(q.holdout_message);
   if (!spec.evalText.isEmpty()) o.quality = measureQuality(spec);
   // Remembered for later plans of this model (measured figures in the candidate table).
   recordQuantOutput({spec.model, spec.scheme, spec.bits, spec.output, o.quality});
