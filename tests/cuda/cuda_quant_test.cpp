@@ -21,6 +21,7 @@
 #include "engine/core/thread_pool.h"
 #include "engine/model/dequant.h"
 #include "engine/model/layer_weights.h"
+#include "engine/model/model_loader.h"
 #include "engine/quant/fp8.h"
 #include "engine/quant/ggml_quantize.h"
 #include "test_support.h"
@@ -456,6 +457,29 @@ class CudaQuantTest : public QObject {
                    r.status().message().find("GGUF blocks") != std::string::npos,
                r.status().message().c_str());
     }
+    // The GGUF fixture of test_cuda_runner's quantized_checkpoints_match_cpu (q|k|v q2_k, q3_k,
+    // q2_k; gate|up q3_k, q2_k; down q8_0; o f16): every quantized projection planned stored.
+    LoadOptions lo;
+    lo.load_tokenizer = false;
+    auto model = load_model(fixture_path("formats/gguf_q2k_q3k.gguf"), lo);
+    LATHE_QVERIFY_RESULT(model);
+    auto mw = bind_model_weights(model.value());
+    LATHE_QVERIFY_RESULT(mw);
+    const LayerWeights& l = mw.value().layers[0];
+    auto plan = [](const LinearGroup& lg) {
+      return cuda::plan_projection(&lg, lg.n(), lg.k(), 2, true);
+    };
+    auto qkv = plan(l.qkv), gate_up = plan(l.gate_up), down = plan(l.down), o = plan(l.o);
+    LATHE_QVERIFY_RESULT(qkv);
+    LATHE_QVERIFY_RESULT(gate_up);
+    LATHE_QVERIFY_RESULT(down);
+    LATHE_QVERIFY_RESULT(o);
+    QVERIFY(qkv.value().stored && gate_up.value().stored && down.value().stored);
+    QCOMPARE(qkv.value().part_bytes, (std::vector<int64_t>{16 * 84, 16 * 110, 16 * 84}));
+    QCOMPARE(gate_up.value().part_bytes, (std::vector<int64_t>{32 * 110, 32 * 84}));
+    QCOMPARE(down.value().part_bytes, (std::vector<int64_t>{256 * 34}));
+    QVERIFY(!o.value().stored);  // f16: one matrix of the activation dtype
+    QCOMPARE(o.value().bytes(), int64_t{256 * 16 * 2});
   }
 
   // What the kernels refuse, before any launch (host checks: no GPU needed).
