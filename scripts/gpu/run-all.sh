@@ -269,7 +269,8 @@ if [[ " $SKIP " != *" sanitizer "* ]] && command -v compute-sanitizer > /dev/nul
   rc3=0
   if [ -x "$BIN/test_cuda_quant" ] && [ "$(left)" -gt 30 ]; then
     timeout $(( $(left) > 30 ? $(left) - 10 : 20 )) compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_cuda_quant" \
-      mixed_parts_and_slabs_match_cpu "integer_codes_match_cpu:int4 g32 asym act-order" "fp8_matches_cpu:block 128" > "$OUT/memcheck-quant.txt" 2>&1
+      mixed_parts_and_slabs_match_cpu "integer_codes_match_cpu:int4 g32 asym act-order" "fp8_matches_cpu:block 128" \
+      "low_bit_k_quants_match_cpu:q2_k n 5 k 256" "low_bit_k_quants_match_cpu:q3_k n 33 k 768" > "$OUT/memcheck-quant.txt" 2>&1
     rc3=$?
   fi
   grep -E "ERROR SUMMARY|Totals" "$OUT"/memcheck-*.txt | tee -a "$LOG"

@@ -1,21 +1,27 @@
 // Linear layers on stored formats (quant_linear.h, linear.h's stored path) against the CPU
-// reference: every GGUF block type, 4- and 8-bit integer codes (group and channel scales, zero
-// points, act-order g_idx), FP8 with per-tensor / per-channel / block scales, and a projection of
-// several parts in different formats, at batch sizes 1, 2, 4, 8 (quant_gemv), 16, 64 and 256 (the
-// dequantize-then-GEMM path, also in slabs), with odd output counts.
+// reference: every GGUF block type (Q2_K and Q3_K on random blocks, also at tail shapes), 4- and
+// 8-bit integer codes (group and channel scales, zero points, act-order g_idx), FP8 with
+// per-tensor / per-channel / block scales, and projections of several parts in different formats,
+// at batch sizes 1, 2, 4, 8 (quant_gemv), 16, 64 and 256 (the dequantize-then-GEMM path, also in
+// slabs), with odd output counts. The weight plan's choice of stored formats is checked on the
+// host.
 #include <QtTest>
 
 #include <algorithm>
+#include <cstring>
 #include <random>
 
 #include "cuda_test_util.h"
 #include "engine/backend/cpu/cpu_ops.h"
+#include "engine/backend/cuda/cuda_weights.h"
 #include "engine/backend/cuda/gemm.h"
 #include "engine/backend/cuda/int4_tiles.h"
 #include "engine/backend/cuda/linear.h"
 #include "engine/backend/cuda/quant_linear.h"
 #include "engine/core/thread_pool.h"
 #include "engine/model/dequant.h"
+#include "engine/model/layer_weights.h"
+#include "engine/model/model_loader.h"
 #include "engine/quant/fp8.h"
 #include "engine/quant/ggml_quantize.h"
 #include "test_support.h"
@@ -32,12 +38,38 @@ struct HostPart {
   std::vector<Dev> buffers;  // device copies the part points at
 };
 
-HostPart gguf_part(DType type, int64_t n, int64_t k, uint32_t seed) {
-  HostPart h;
-  const std::vector<float> w = random_floats(static_cast<size_t>(n * k), seed, -0.5f, 0.5f);
+// GGUF blocks of `type` for an [n, k] matrix: random floats quantized where Lathe has the
+// quantizer (quantize_rows_ggml), else (q2_k, q3_k) random bytes with positive f16 super-block
+// scales d (and dmin) in [0.002, 0.02): every pattern of codes, sub-block scales and mins, and
+// Q3_K high bits.
+std::vector<uint8_t> gguf_blocks(DType type, int64_t n, int64_t k, uint32_t seed) {
   const int64_t row_bytes = k / dtype_info(type).block_size * dtype_info(type).block_bytes;
   std::vector<uint8_t> blocks(static_cast<size_t>(n * row_bytes));
-  if (!quantize_rows_ggml(type, w.data(), n, k, blocks.data()).is_ok()) qFatal("quantize");
+  if (can_quantize_ggml(type)) {
+    const std::vector<float> w = random_floats(static_cast<size_t>(n * k), seed, -0.5f, 0.5f);
+    if (!quantize_rows_ggml(type, w.data(), n, k, blocks.data()).is_ok()) qFatal("quantize");
+    return blocks;
+  }
+  if (type != DType::kQ2_K && type != DType::kQ3_K) qFatal("gguf_blocks: no writer for the type");
+  std::mt19937 rng(seed);
+  for (uint8_t& b : blocks) b = static_cast<uint8_t>(rng() & 0xFF);
+  std::uniform_real_distribution<float> scale(0.002f, 0.02f);
+  const int64_t bytes = dtype_info(type).block_bytes;
+  for (size_t at = 0; at < blocks.size(); at += static_cast<size_t>(bytes)) {
+    // Q2_K: f16 d, dmin at bytes 80, 82; Q3_K: f16 d at byte 108 (dequant.h).
+    for (int64_t off :
+         type == DType::kQ2_K ? std::vector<int64_t>{80, 82} : std::vector<int64_t>{108}) {
+      const uint16_t h = f32_to_f16(scale(rng));
+      std::memcpy(&blocks[at + static_cast<size_t>(off)], &h, 2);
+    }
+  }
+  return blocks;
+}
+
+HostPart gguf_part(DType type, int64_t n, int64_t k, uint32_t seed) {
+  HostPart h;
+  const int64_t row_bytes = k / dtype_info(type).block_size * dtype_info(type).block_bytes;
+  const std::vector<uint8_t> blocks = gguf_blocks(type, n, k, seed);
   h.dense.resize(static_cast<size_t>(n * k));
   for (int64_t r = 0; r < n; ++r)
     dequantize_row(type, blocks.data() + r * row_bytes, h.dense.data() + r * k, k);
@@ -169,7 +201,7 @@ class CudaQuantTest : public QObject {
   void gguf_types_match_cpu_data() {
     QTest::addColumn<int>("type");
     for (DType t : {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
-                    DType::kQ4_K, DType::kQ5_K, DType::kQ6_K})
+                    DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K})
       QTest::newRow(std::string(dtype_name(t)).c_str()) << static_cast<int>(t);
   }
   void gguf_types_match_cpu() {
@@ -180,6 +212,35 @@ class CudaQuantTest : public QObject {
     for (int64_t m : kBatches) {
       // quant_gemv reads the weights exactly; the GEMM path rounds them to bf16 first.
       expect_linear({&h}, m, 77, m <= cuda::kQuantGemvMaxM ? 2e-3 : 1e-2, dtype_name(t).data());
+      if (QTest::currentTestFailed()) return;
+    }
+  }
+
+  // Q2_K and Q3_K (random blocks: every code, scale and high-bit pattern) at shapes with tails:
+  // 5 rows (the one-row kernel's second block has one warp of four busy), odd row counts, one
+  // super-block per row (k 256: 8 lanes of a warp busy) and rows longer than a warp's 32 chunks
+  // (k 2304); batches 1..256 with odd ones (quant_gemv up to 8, then the dequantize path, in slabs
+  // of fewer rows than the part).
+  void low_bit_k_quants_match_cpu_data() {
+    QTest::addColumn<int>("type");
+    QTest::addColumn<int>("n");
+    QTest::addColumn<int>("k");
+    for (DType t : {DType::kQ2_K, DType::kQ3_K})
+      for (const auto& [n, k] : {std::pair{5, 256}, std::pair{33, 768}, std::pair{129, 2304}})
+        QTest::newRow(qPrintable(QString("%1 n %2 k %3").arg(dtype_name(t).data()).arg(n).arg(k)))
+            << static_cast<int>(t) << n << k;
+  }
+  void low_bit_k_quants_match_cpu() {
+    LATHE_REQUIRE_GPU();
+    QFETCH(int, type);
+    QFETCH(int, n);
+    QFETCH(int, k);
+    const DType t = static_cast<DType>(type);
+    HostPart h = gguf_part(t, n, k, static_cast<uint32_t>(31 * n + k + type));
+    for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4}, int64_t{7}, int64_t{8},
+                      int64_t{16}, int64_t{64}, int64_t{256}}) {
+      expect_linear({&h}, m, n / 2 + 1, m <= cuda::kQuantGemvMaxM ? 2e-3 : 1e-2,
+                    QTest::currentDataTag());
       if (QTest::currentTestFailed()) return;
     }
   }
@@ -333,6 +394,92 @@ class CudaQuantTest : public QObject {
                     "q4_k|q4_k|q6_k in slabs of 23 rows");
       if (QTest::currentTestFailed()) return;
     }
+    // q|k|v of a Q3_K_M / Q2_K file: q3_k, q2_k, q6_k (odd row counts, parts straddling slabs).
+    HostPart q3 = gguf_part(DType::kQ3_K, 63, 512, 24);
+    HostPart k2 = gguf_part(DType::kQ2_K, 17, 512, 25);
+    HostPart v6 = gguf_part(DType::kQ6_K, 15, 512, 26);
+    for (int64_t m : kBatches) {
+      expect_linear({&q3, &k2, &v6}, m, 95, m <= cuda::kQuantGemvMaxM ? 2e-3 : 1e-2,
+                    "q3_k|q2_k|q6_k");
+      expect_linear({&q3, &k2, &v6}, m, 23, m <= cuda::kQuantGemvMaxM ? 2e-3 : 1e-2,
+                    "q3_k|q2_k|q6_k in slabs of 23 rows");
+      if (QTest::currentTestFailed()) return;
+    }
+  }
+
+  // The CUDA weight plan (cuda_weights.h) keeps Q2_K and Q3_K projections in their blocks, at their
+  // bytes as stored, alone and beside other formats; a K-quant part whose input width is not whole
+  // 256-weight blocks is refused by name before any allocation (host checks: no GPU needed).
+  void q2_k_and_q3_k_are_planned_stored() {
+    std::vector<uint8_t> bytes(64 * 2 * 210, 0);  // enough for every part below
+    auto matrix = [&](const char* name, DType t, int64_t n, int64_t k) {
+      return plain_matrix(name, make_view(t, {n, k}, bytes.data()));
+    };
+    LinearGroup g;
+    g.parts = {matrix("blk.0.attn_q", DType::kQ3_K, 64, 512),
+               matrix("blk.0.attn_k", DType::kQ2_K, 16, 512),
+               matrix("blk.0.attn_v", DType::kQ6_K, 16, 512)};
+    auto s = cuda::plan_projection(&g, 96, 512, 2, true);
+    LATHE_QVERIFY_RESULT(s);
+    QVERIFY(s.value().stored);
+    QCOMPARE(s.value().part_bytes, (std::vector<int64_t>{64 * 2 * 110, 16 * 2 * 84, 16 * 2 * 210}));
+    QCOMPARE(s.value().bytes(), int64_t{64 * 2 * 110 + 16 * 2 * 84 + 16 * 2 * 210});
+    for (DType t : {DType::kQ2_K, DType::kQ3_K}) {
+      LinearGroup one;
+      one.parts = {matrix("blk.0.ffn_down", t, 16, 512)};
+      auto p = cuda::plan_projection(&one, 16, 512, 2, true);
+      LATHE_QVERIFY_RESULT(p);
+      QVERIFY2(p.value().stored, dtype_name(t).data());
+      QCOMPARE(p.value().dense_bytes, int64_t{0});
+      QCOMPARE(p.value().bytes(), 16 * 2 * dtype_info(t).block_bytes);
+      // native_formats off: one dense matrix of the activation dtype.
+      auto d = cuda::plan_projection(&one, 16, 512, 2, false);
+      LATHE_QVERIFY_RESULT(d);
+      QVERIFY(!d.value().stored);
+      QCOMPARE(d.value().bytes(), int64_t{16 * 512 * 2});
+      // The kernels' own check agrees.
+      cuda::QuantPart qp;
+      qp.format = WeightFormat::kGguf;
+      qp.gguf_type = t;
+      qp.n = 16, qp.k = 512;
+      qp.data = bytes.data();
+      std::string why;
+      QVERIFY2(cuda::quant_part_supported(qp, &why), why.c_str());
+      qp.k = 288;  // a multiple of 32, not of 256
+      QVERIFY(!cuda::quant_part_supported(qp, &why));
+      QVERIFY2(why.find("whole number of GGUF blocks") != std::string::npos, why.c_str());
+      // The plan refuses such a part, naming it.
+      LinearGroup bad;
+      bad.parts = {matrix("blk.1.attn_output", t, 16, 288)};
+      auto r = cuda::plan_projection(&bad, 16, 288, 2, true);
+      QCOMPARE(r.status().code(), ErrorCode::kUnsupported);
+      QVERIFY2(r.status().message().find("blk.1.attn_output") != std::string::npos &&
+                   r.status().message().find("GGUF blocks") != std::string::npos,
+               r.status().message().c_str());
+    }
+    // The GGUF fixture of test_cuda_runner's quantized_checkpoints_match_cpu (q|k|v q2_k, q3_k,
+    // q2_k; gate|up q3_k, q2_k; down q8_0; o f16): every quantized projection planned stored.
+    LoadOptions lo;
+    lo.load_tokenizer = false;
+    auto model = load_model(fixture_path("formats/gguf_q2k_q3k.gguf"), lo);
+    LATHE_QVERIFY_RESULT(model);
+    auto mw = bind_model_weights(model.value());
+    LATHE_QVERIFY_RESULT(mw);
+    const LayerWeights& l = mw.value().layers[0];
+    auto plan = [](const LinearGroup& lg) {
+      return cuda::plan_projection(&lg, lg.n(), lg.k(), 2, true);
+    };
+    auto qkv = plan(l.qkv), gate_up = plan(l.gate_up), down = plan(l.down), o = plan(l.o);
+    LATHE_QVERIFY_RESULT(qkv);
+    LATHE_QVERIFY_RESULT(gate_up);
+    LATHE_QVERIFY_RESULT(down);
+    LATHE_QVERIFY_RESULT(o);
+    QVERIFY(qkv.value().stored && gate_up.value().stored && down.value().stored);
+    QCOMPARE(qkv.value().part_bytes, (std::vector<int64_t>{16 * 84, 16 * 110, 16 * 84}));
+    QCOMPARE(gate_up.value().part_bytes, (std::vector<int64_t>{32 * 110, 32 * 84}));
+    QCOMPARE(down.value().part_bytes, (std::vector<int64_t>{256 * 34}));
+    QVERIFY(!o.value().stored);  // f16: one matrix of the activation dtype
+    QCOMPARE(o.value().bytes(), int64_t{256 * 16 * 2});
   }
 
   // What the kernels refuse, before any launch (host checks: no GPU needed).
@@ -344,7 +491,9 @@ class CudaQuantTest : public QObject {
     p.data = &p;
     std::string why;
     QVERIFY(!cuda::quant_part_supported(p, &why));
-    QVERIFY2(why.find("q4_k") != std::string::npos, why.c_str());
+    QVERIFY2(why.find("q4_k") != std::string::npos && why.find("q2_k") != std::string::npos &&
+                 why.find("q3_k") != std::string::npos,
+             why.c_str());
     p.format = WeightFormat::kInt;
     p.bits = 3;
     QVERIFY(!cuda::quant_part_supported(p, &why));

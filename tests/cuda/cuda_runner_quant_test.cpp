@@ -59,9 +59,9 @@ class CudaRunnerQuantTest : public QObject {
  private slots:
   // Quantized checkpoints of every format (tests/fixtures/formats: GPTQ v1/v2 with act-order and
   // mislabelled zero points, AWQ, compressed-tensors int4/int8/FP8, vLLM FP8 with block scales,
-  // GGUF q2_k/q3_k) run on the GPU in their formats (repacked, weight_repack.h; q2_k/q3_k
-  // dequantized at upload): against the CPU on the same checkpoint, and against the 16-bit twin the
-  // fixture was made from (the same dequantized values) on the GPU.
+  // GGUF q2_k/q3_k) run on the GPU in their formats (integer codes and FP8 repacked,
+  // weight_repack.h; GGUF blocks as stored): against the CPU on the same checkpoint, and against
+  // the 16-bit twin the fixture was made from (the same dequantized values) on the GPU.
   void quantized_checkpoints_match_cpu_data() {
     QTest::addColumn<QString>("model");
     QTest::addColumn<QString>("twin");

@@ -103,8 +103,8 @@ MemoryPlan planMemoryFor(const ModelFacts& facts, const LoadSettings& settings,
   fr.int4_weight_bytes = e.weight_bytes_int4;
   if (gpu) {
     // The CUDA backend keeps quantized weights in their formats (GPTQ/AWQ/compressed-tensors/FP8
-    // repacked at about their stored size, GGUF blocks as stored) and 32-bit ones in 16 bits; only
-    // Q2_K/Q3_K are dequantized at upload, which this leaves out.
+    // repacked at about their stored size, GGUF blocks of every supported type as stored) and
+    // 32-bit ones in 16 bits.
     p.weightsAsLoadedBytes = facts.storedWeightBytes > 0
                                  ? std::min<int64_t>(facts.storedWeightBytes, e.weight_bytes_fp16)
                                  : e.weight_bytes_fp16;

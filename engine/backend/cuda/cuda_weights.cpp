@@ -78,8 +78,8 @@ DeviceLinear dense(void* w, int64_t n, int64_t k, DType dtype, const char* name)
 
 namespace {
 
-// What a projection's storage takes: one dense matrix of the activation dtype, or each part in its
-// stored format (offsets into the single allocation).
+// Where a projection's storage goes in the single allocation: one dense matrix of the activation
+// dtype, or each part in its stored format.
 struct ProjectionPlan {
   bool stored = false;
   int64_t dense_offset = -1;
@@ -102,23 +102,15 @@ Result<int64_t> stored_bytes(const WeightMatrix& m, int64_t act_bytes) {
   return internal_error(m.name + ": unknown weight format");
 }
 
-bool has_no_gguf_kernel(const WeightMatrix& m) {
-  if (m.format != WeightFormat::kGguf) return false;
-  QuantPart probe;
-  probe.format = WeightFormat::kGguf;
-  probe.gguf_type = m.dtype;
-  probe.n = 1;
-  probe.k = dtype_info(m.dtype).block_size;
-  probe.data = &probe;
-  return !quant_part_supported(probe, nullptr);
-}
-
-// The device description of a stored part at `data`.
+// The device description of a stored part at `data`; data null: a description for the kernels'
+// checks only, every pointer the format needs set to a placeholder that is never read.
 QuantPart part_of(const WeightMatrix& m, uint8_t* data, int64_t row_offset, bool int4_tiles) {
+  static uint8_t placeholder = 0;
+  auto at = [&](int64_t offset) { return data != nullptr ? data + offset : &placeholder; };
   QuantPart q;
   q.format = m.format;
   q.gguf_type = m.dtype;
-  q.data = data;
+  q.data = at(0);
   q.n = m.n;
   q.k = m.k;
   q.row_offset = row_offset;
@@ -126,10 +118,10 @@ QuantPart part_of(const WeightMatrix& m, uint8_t* data, int64_t row_offset, bool
     const RepackShape s = repack_shape(m, int4_tiles).value();  // checked when planned
     q.bits = s.bits;
     q.group_size = s.group_size;
-    q.scales = data + s.scales_at();
+    q.scales = at(s.scales_at());
     q.scale_dtype = s.scale_dtype;
-    q.zeros = s.has_zeros ? data + s.zeros_at() : nullptr;
-    q.g_idx = s.has_g_idx ? reinterpret_cast<const int32_t*>(data + s.g_idx_at()) : nullptr;
+    q.zeros = s.has_zeros ? at(s.zeros_at()) : nullptr;
+    q.g_idx = s.has_g_idx ? reinterpret_cast<const int32_t*>(at(s.g_idx_at())) : nullptr;
     q.fp8_scale = s.fp8_scale;
     q.int4_tiles = s.int4_tiles;
   }
@@ -137,6 +129,33 @@ QuantPart part_of(const WeightMatrix& m, uint8_t* data, int64_t row_offset, bool
 }
 
 }  // namespace
+
+int64_t ProjectionStorage::bytes() const {
+  int64_t b = dense_bytes;
+  for (int64_t p : part_bytes) b += p;
+  return b;
+}
+
+Result<ProjectionStorage> plan_projection(const LinearGroup* g, int64_t n, int64_t k,
+                                          int64_t act_bytes, bool native_formats) {
+  ProjectionStorage s;
+  if (g != nullptr && native_formats)
+    for (const WeightMatrix& m : g->parts) s.stored |= m.format != WeightFormat::kDense;
+  if (!s.stored) {
+    s.dense_bytes = n * k * act_bytes;
+    return s;
+  }
+  for (const WeightMatrix& m : g->parts) {
+    LATHE_ASSIGN_OR_RETURN(const int64_t bytes, stored_bytes(m, act_bytes));
+    // The kernels' checks on the part's description (no memory is read): a part they cannot take
+    // is refused here, before the allocation.
+    std::string why;
+    if (!quant_part_supported(part_of(m, nullptr, 0, false), &why))
+      return unsupported(m.name + ": " + why);
+    s.part_bytes.push_back(bytes);
+  }
+  return s;
+}
 
 Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint64_t dummy_seed,
                                      const ParallelConfig& parallel, bool native_formats,
@@ -189,23 +208,17 @@ Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint
   };
 
   Layout lay;
-  // A projection keeps its stored format(s) when one of its parts is not 16/32-bit (and the
-  // native_formats switch is on); otherwise it is one dense matrix (GGUF blocks then dequantized).
+  // Each projection as plan_projection() says: its parts in their stored formats, or one dense
+  // matrix.
   auto plan = [&](const LinearGroup* g, int64_t n, int64_t k) -> Result<ProjectionPlan> {
+    LATHE_ASSIGN_OR_RETURN(const ProjectionStorage s, plan_projection(g, n, k, e, native_formats));
     ProjectionPlan pp;
-    if (g != nullptr && native_formats) {
-      for (const WeightMatrix& m : g->parts) pp.stored |= m.format != WeightFormat::kDense;
-      // A GGUF type without a kernel (q2_k, q3_k) is dequantized at upload, with its projection.
-      for (const WeightMatrix& m : g->parts) pp.stored &= !has_no_gguf_kernel(m);
-    }
-    if (!pp.stored) {
-      pp.dense_offset = lay.add(n * k * e);
+    pp.stored = s.stored;
+    if (!s.stored) {
+      pp.dense_offset = lay.add(s.dense_bytes);
       return pp;
     }
-    for (const WeightMatrix& m : g->parts) {
-      LATHE_ASSIGN_OR_RETURN(const int64_t bytes, stored_bytes(m, e));
-      pp.part_offsets.push_back(lay.add(bytes));
-    }
+    for (const int64_t bytes : s.part_bytes) pp.part_offsets.push_back(lay.add(bytes));
     return pp;
   };
   const int64_t off_embd = lay.add(v * h * e);

@@ -9,10 +9,10 @@
 // linear.h). f32/f16/bf16 projections are one dense matrix of the runner's dtype, copied and
 // converted on the device. A projection with a quantized part keeps every part in its stored
 // format (QuantPart, quant_linear.h: GGUF blocks copied as they are; a 16-bit part of it as rows of
-// the runner's dtype), unless CudaSwitches::native_formats is off, which dequantizes GGUF blocks on
-// the host (dequantize_rows, in parallel) and uploads dense. Staging: weight_uploader.h. `source`
-// keeps the checkpoint's format for reports. The token embedding is always dense (the embedding
-// kernel reads rows), and a tied LM head shares it.
+// the runner's dtype; plan_projection() below), unless CudaSwitches::native_formats is off, which
+// dequantizes GGUF blocks on the host (dequantize_rows, in parallel) and uploads dense. Staging:
+// weight_uploader.h. `source` keeps the checkpoint's format for reports. The token embedding is
+// always dense (the embedding kernel reads rows), and a tied LM head shares it.
 // ModelFormat::kDummy: seeded random weights generated on the device (random_fill.h) in the streams
 // of dummy_matrix_order(), the same values as the CPU backend's for the same seed; norm weights 1,
 // biases 0.
@@ -33,8 +33,9 @@
 #include "engine/runtime/parallel.h"
 
 namespace lathe {
+struct LinearGroup;
 struct LoadedModel;
-}
+}  // namespace lathe
 
 namespace lathe::cuda {
 
@@ -77,6 +78,25 @@ struct DeviceWeights {
   // The projection of the plan's slot in layer `layer` (the LM head for LinearSlot::kLmHead).
   const DeviceLinear& linear(int64_t layer, LinearSlot slot) const;
 };
+
+// How upload_weights stores one projection of n outputs and k inputs. `stored`: one of its parts is
+// quantized and native_formats is on, so every part keeps its stored format, `part_bytes` each (in
+// part order; GGUF blocks as in the file, every block type the kernels take, quant_linear.h;
+// integer and FP8 parts as repacked, weight_repack.h; a 16-bit part as rows of the activation
+// dtype); else one dense [n, k] matrix of the activation dtype, `dense_bytes`. Host-side only.
+struct ProjectionStorage {
+  bool stored = false;
+  int64_t dense_bytes = 0;
+  std::vector<int64_t> part_bytes;
+  int64_t bytes() const;  // all of it, before the allocation's 256-byte alignment of each piece
+};
+
+// g: the checkpoint's projection, or null (a 16-bit dummy projection: dense). act_bytes: bytes per
+// activation element (2). Errors (kUnsupported / kInvalidArgument, naming the tensor): a stored
+// part the kernels do not take (quant_part_supported: block type, group size, k % 32) or whose
+// repacked shape is not valid.
+Result<ProjectionStorage> plan_projection(const LinearGroup* g, int64_t n, int64_t k,
+                                          int64_t act_bytes, bool native_formats);
 
 // `dummy_seed` is used for ModelFormat::kDummy only. World size 1 only (parallel). native_formats:
 // projections with a quantized part keep their stored formats (else every projection is uploaded

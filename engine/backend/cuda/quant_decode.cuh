@@ -54,6 +54,14 @@ struct GgufBlock<kQ5_1> {
   static constexpr int kSize = 32, kBytes = 24;
 };
 template <>
+struct GgufBlock<kQ2K> {
+  static constexpr int kSize = 256, kBytes = 84;
+};
+template <>
+struct GgufBlock<kQ3K> {
+  static constexpr int kSize = 256, kBytes = 110;
+};
+template <>
 struct GgufBlock<kQ4K> {
   static constexpr int kSize = 256, kBytes = 144;
 };
@@ -67,7 +75,7 @@ struct GgufBlock<kQ6K> {
 };
 
 // GGUF: `blk` is the block holding the chunk, `sub` the chunk's index inside it (0 for 32-weight
-// blocks, 0..7 for the k-quants).
+// blocks, 0..7 for the k-quants). Reads only the block's own bytes.
 template <int K>
 __device__ __forceinline__ void decode_gguf(const uint8_t* blk, int sub, float (&w)[32]) {
   if constexpr (K == kQ8_0) {
@@ -121,6 +129,43 @@ __device__ __forceinline__ void decode_gguf(const uint8_t* blk, int sub, float (
       int v = (q[l] >> shift) & 0xF;
       if constexpr (K == kQ5K) v += (blk[16 + l] & (1u << sub)) ? 16 : 0;
       w[l] = d1 * static_cast<float>(v) - m1;
+    }
+  } else if constexpr (K == kQ2K) {
+    // u8 scales[16]; u8 qs[64]; f16 d, dmin. Chunk sub = 4 h + j is qs[32 h .. 32 h + 31] at bits
+    // 2 j; its two 16-weight halves take scale bytes 2 sub and 2 sub + 1 (low nibble: scale, high
+    // nibble: min): x = (d * sc) * q - (dmin * m).
+    const uint8_t* q = blk + 16 + 32 * (sub >> 2);
+    const int shift = 2 * (sub & 3);
+    const float d = f16_at(blk + 80), dmin = f16_at(blk + 82);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int sc = blk[2 * sub + h];
+      const float dl = d * static_cast<float>(sc & 0xF), ml = dmin * static_cast<float>(sc >> 4);
+#pragma unroll
+      for (int l = 0; l < 16; ++l)
+        w[16 * h + l] = dl * static_cast<float>((q[16 * h + l] >> shift) & 3) - ml;
+    }
+  } else if constexpr (K == kQ3K) {
+    // u8 hmask[32]; u8 qs[64]; u8 scales[12]; f16 d. Q2_K's two bits (qs at offset 32) plus bit
+    // `sub` of hmask[l] (clear: minus 4); sixteen 6-bit scales j, offset 32: low 4 bits from
+    // nibble j / 8 of byte j % 8, high 2 bits from bits 2 (j / 4) of byte 8 + j % 4.
+    // x = (d * (sc - 32)) * (q - (high bit set ? 0 : 4)).
+    const uint8_t* q = blk + 32 + 32 * (sub >> 2);
+    const uint8_t* s = blk + 96;
+    const int shift = 2 * (sub & 3);
+    const float d = f16_at(blk + 108);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int j = 2 * sub + h;
+      const int low = (s[j % 8] >> (4 * (j / 8))) & 0xF;
+      const int high = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+      const float dl = d * static_cast<float>((low | (high << 4)) - 32);
+#pragma unroll
+      for (int l = 0; l < 16; ++l) {
+        const int i = 16 * h + l;
+        const int v = ((q[i] >> shift) & 3) - (((blk[i] >> sub) & 1) ? 0 : 4);
+        w[i] = dl * static_cast<float>(v);
+      }
     }
   } else if constexpr (K == kQ6K) {
     const int half = sub >> 2, g = sub & 3;

@@ -11,13 +11,15 @@
 
 namespace lathe::cuda::quant {
 
-// The storage kinds the kernels are instantiated for.
+// The storage kinds the kernels are instantiated for; the GGUF block types are kQ8_0..kQ6K.
 enum Kind : int {
   kQ8_0,
   kQ4_0,
   kQ4_1,
   kQ5_0,
   kQ5_1,
+  kQ2K,
+  kQ3K,
   kQ4K,
   kQ5K,
   kQ6K,

@@ -29,6 +29,10 @@ int kind_of(const QuantPart& p) {
           return quant::kQ5_0;
         case DType::kQ5_1:
           return quant::kQ5_1;
+        case DType::kQ2_K:
+          return quant::kQ2K;
+        case DType::kQ3_K:
+          return quant::kQ3K;
         case DType::kQ4_K:
           return quant::kQ4K;
         case DType::kQ5_K:
@@ -84,7 +88,7 @@ bool quant_part_supported(const QuantPart& p, std::string* why) {
   if (kind < 0) {
     if (p.format == WeightFormat::kGguf)
       return no("no CUDA kernel for GGUF " + std::string(dtype_name(p.gguf_type)) +
-                " weights (supported: q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k)");
+                " weights (supported: q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k)");
     return no(strformat("no CUDA kernel for %d-bit integer weights (4 or 8)", p.bits));
   }
   if (p.k % 32 != 0)

@@ -17,6 +17,10 @@ cudaError_t gemv_gguf(int kind, const QuantPart& p, DType act, const void* x, DT
       return launch_gemv<kQ5_0>(p, act, x, out_dtype, y, ldy, m, stream);
     case kQ5_1:
       return launch_gemv<kQ5_1>(p, act, x, out_dtype, y, ldy, m, stream);
+    case kQ2K:
+      return launch_gemv<kQ2K>(p, act, x, out_dtype, y, ldy, m, stream);
+    case kQ3K:
+      return launch_gemv<kQ3K>(p, act, x, out_dtype, y, ldy, m, stream);
     case kQ4K:
       return launch_gemv<kQ4K>(p, act, x, out_dtype, y, ldy, m, stream);
     case kQ5K:
@@ -41,6 +45,10 @@ cudaError_t dequantize_gguf(int kind, const QuantPart& p, DType act, void* out, 
       return launch_dequantize<kQ5_0>(p, act, out, r0, r1, stream);
     case kQ5_1:
       return launch_dequantize<kQ5_1>(p, act, out, r0, r1, stream);
+    case kQ2K:
+      return launch_dequantize<kQ2K>(p, act, out, r0, r1, stream);
+    case kQ3K:
+      return launch_dequantize<kQ3K>(p, act, out, r0, r1, stream);
     case kQ4K:
       return launch_dequantize<kQ4K>(p, act, out, r0, r1, stream);
     case kQ5K:
