@@ -82,7 +82,7 @@ class CudaFp8GemmTest : public QObject {
                  .is_ok());
   }
 
-  // Three per-tensor-scaled parts at 9..300 tokens, bf16 and f32 outputs. f32: 1e-3 (the FP8
+  // Three per-tensor-scaled parts at 2..300 tokens, bf16 and f32 outputs. f32: 1e-3 (the FP8
   // tensor cores' accumulation against a double reference: 1.1e-4 measured in run 41).
   void w8a8_matches_the_host_reference() {
     LATHE_REQUIRE_GPU();
@@ -106,8 +106,10 @@ class CudaFp8GemmTest : public QObject {
     Dev ws = Dev::poisoned(ws_bytes);
     disp.set_dequant_workspace(ws.get(), ws_bytes);
     disp.set_fp8_gemm(true);
-    QVERIFY(!disp.fp8_gemm_takes(w, 8));  // decode batches keep W8A16
-    for (int64_t m : {int64_t{9}, int64_t{64}, int64_t{300}}) {
+    QVERIFY(!disp.fp8_gemm_takes(w, 8));  // below the dispatcher's threshold: W8A16
+    disp.set_fp8_gemm(true, 2);          // the runner's default (LATHE_CUDA_FP8_GEMM_MIN_M)
+    QVERIFY(disp.fp8_gemm_takes(w, 2) && !disp.fp8_gemm_takes(w, 1));
+    for (int64_t m : {int64_t{2}, int64_t{9}, int64_t{64}, int64_t{300}}) {
       QVERIFY(disp.fp8_gemm_takes(w, m));
       const std::vector<float> x =
           round_to(DType::kBF16, random_floats(static_cast<size_t>(m * k), 10 + m));

@@ -28,7 +28,8 @@ const char* const kNames[] = {"LATHE_CUDA_ATTENTION",
                               "LATHE_CUDA_INT4_TILES_MAX_M",
                               "LATHE_CUDA_INT4_TILE_PAIRS",
                               "LATHE_CUDA_INT4_NORM_MAX_M",
-                              "LATHE_CUDA_FP8_GEMM"};
+                              "LATHE_CUDA_FP8_GEMM",
+                              "LATHE_CUDA_FP8_GEMM_MIN_M"};
 
 void clear_env() {
   for (const char* n : kNames) qunsetenv(n);
@@ -72,6 +73,7 @@ class CudaSwitchesTest : public QObject {
     qputenv("LATHE_CUDA_INT4_TILE_PAIRS", "0");
     qputenv("LATHE_CUDA_INT4_NORM_MAX_M", "8");
     qputenv("LATHE_CUDA_FP8_GEMM", "0");
+    qputenv("LATHE_CUDA_FP8_GEMM_MIN_M", "64");
     std::vector<std::string> warnings;
     const CudaSwitches s = cuda_switches_from_environment(&warnings);
     QVERIFY(warnings.empty());
@@ -83,6 +85,7 @@ class CudaSwitchesTest : public QObject {
     QCOMPARE(s.int4_tiles_max_m, 8);
     QVERIFY(!s.int4_tile_pairs && !s.fp8_gemm);
     QCOMPARE(s.int4_norm_max_m, 8);
+    QCOMPARE(s.fp8_gemm_min_m, 64);
     for (const char* d : {"int4_tile_pairs=0", "int4_norm_max_m=8", "fp8_gemm=0"})
       QVERIFY2(s.describe().find(d) != std::string::npos, s.describe().c_str());
     QCOMPARE(s.decode_split_tokens, 64);
@@ -122,7 +125,7 @@ class CudaSwitchesTest : public QObject {
     clear_env();
     qputenv("LATHE_CUDA_INT4_NORM_MAX_M", "9");
     warnings.clear();
-    QCOMPARE(cuda_switches_from_environment(&warnings).int4_norm_max_m, 0);
+    QCOMPARE(cuda_switches_from_environment(&warnings).int4_norm_max_m, 1);
     QCOMPARE(static_cast<int>(warnings.size()), 1);
     QVERIFY2(warnings[0].find("0 to 8 rows") != std::string::npos, warnings[0].c_str());
   }

@@ -70,7 +70,7 @@ TiledPart random_tiled(int64_t n, int64_t k, int group, bool zeros, uint32_t see
   t.part.data = t.buffers[0].get();
   t.part.scales = t.buffers[1].get();
   t.part.zeros = zeros ? t.buffers[2].as<uint8_t>() : nullptr;
-  t.part.int4_norm_max_m = 8;  // every batch the kernel takes (the default stops at 2)
+  t.part.int4_norm_max_m = 8;  // every batch the kernel takes (the default stops at 1)
   return t;
 }
 

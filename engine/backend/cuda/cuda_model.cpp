@@ -102,12 +102,12 @@ Status CudaModel::init(const LoadedModel& model) {
   fp8_tensor_cores_ = sw.fp8_gemm && props().major * 10 + props().minor >= 89;
   if (has_fp8 && fp8_tensor_cores_)
     log_info(strformat(
-        "CUDA: FP8 weights on %s: per-tensor-scaled ones W8A8 on FP8 tensor cores above batch %d "
-        "(activations quantized with one dynamic scale per product, as vLLM's --quantization fp8), "
-        "per-channel and block-scaled ones W8A16 there; all decoded to %s in the batch-1..%d "
+        "CUDA: FP8 weights on %s: per-tensor-scaled ones W8A8 on FP8 tensor cores from batch %d "
+        "(activations quantized with one dynamic scale per product, as vLLM's --quantization fp8); "
+        "below that, and per-channel or block-scaled ones above batch %d, decoded to %s in the "
         "products (W8A16)",
-        props().name.c_str(), kQuantGemvMaxM, std::string(dtype_name(options_.dtype)).c_str(),
-        kQuantGemvMaxM));
+        props().name.c_str(), sw.fp8_gemm_min_m, kQuantGemvMaxM,
+        std::string(dtype_name(options_.dtype)).c_str()));
   else if (has_fp8)
     log_info(strformat(
         "CUDA: FP8 weights run as W8A16 on %s: decoded to %s in the matrix products, activations "
@@ -177,7 +177,7 @@ Status CudaModel::allocate_activations() {
                                  static_cast<size_t>(act_.attn_counters.bytes()), ctx_->stream()));
   linear_ = std::make_unique<LinearDispatcher>(&ctx_->gemm(), options_.dtype,
                                                options_.switches.gemv_epilogues);
-  linear_->set_fp8_gemm(fp8_tensor_cores_);
+  linear_->set_fp8_gemm(fp8_tensor_cores_, options_.switches.fp8_gemm_min_m);
   // Stored-format projections at batches above quant_gemv's: dequantized into this workspace, a
   // layer projection whole, the LM head in slabs of at most kDequantHeadSlabBytes.
   int64_t dq = 0;

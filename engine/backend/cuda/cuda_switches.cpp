@@ -53,6 +53,7 @@ std::string CudaSwitches::describe() const {
   add(int4_tile_pairs != d.int4_tile_pairs, "int4_tile_pairs=0");
   add(int4_norm_max_m != d.int4_norm_max_m, "int4_norm_max_m=" + std::to_string(int4_norm_max_m));
   add(fp8_gemm != d.fp8_gemm, "fp8_gemm=0");
+  add(fp8_gemm_min_m != d.fp8_gemm_min_m, "fp8_gemm_min_m=" + std::to_string(fp8_gemm_min_m));
   add(int4_tile_warps != d.int4_tile_warps, "int4_tile_warps=" + std::to_string(int4_tile_warps));
   return s.empty() ? std::string("defaults") : s;
 }
@@ -109,6 +110,9 @@ CudaSwitches cuda_switches_from_environment(std::vector<std::string>* warnings) 
   if (const char* v = env("LATHE_CUDA_INT4_NORM_MAX_M"))
     parse_int("LATHE_CUDA_INT4_NORM_MAX_M", v, 0, 8, "0 to 8 rows", &s.int4_norm_max_m, warnings);
   if (const char* v = env("LATHE_CUDA_FP8_GEMM")) s.fp8_gemm = !is(v, "0");
+  if (const char* v = env("LATHE_CUDA_FP8_GEMM_MIN_M"))
+    parse_int("LATHE_CUDA_FP8_GEMM_MIN_M", v, 1, 4096, "1 to 4096 rows", &s.fp8_gemm_min_m,
+              warnings);
   if (const char* v = env("LATHE_CUDA_INT4_TILES_MAX_M"))
     parse_int("LATHE_CUDA_INT4_TILES_MAX_M", v, 8, 4096, "8 to 4096 rows", &s.int4_tiles_max_m,
               warnings);

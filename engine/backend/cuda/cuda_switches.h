@@ -41,6 +41,9 @@ struct CudaSwitches {
   // LATHE_CUDA_FP8_GEMM=0: FP8 parts above batch 8 dequantized for a 16-bit GEMM (W8A16) instead of
   // W8A8 on FP8 tensor cores (per-token activation scales; LinearDispatcher), for A/B runs.
   bool fp8_gemm = true;
+  // LATHE_CUDA_FP8_GEMM_MIN_M (1 to 4096): the smallest batch that takes W8A8 (below it, the
+  // bandwidth-bound W8A16 decode kernel).
+  int32_t fp8_gemm_min_m = 2;  // run 45: B2 431 vs 410, B4 882 vs 528, B8 1791 vs 612; B1 219 vs 299
   int32_t int4_tile_warps = 8;    // LATHE_CUDA_INT4_TILE_WARPS (4 or 8): the tile kernel's k split
   int32_t int4_tiles_max_m = 32;  // LATHE_CUDA_INT4_TILES_MAX_M (8 to 4096): see QuantPart
   // LATHE_CUDA_INT4_TILE_PAIRS=0: each 4-bit part its own launch and the SwiGLU / RoPE-KV epilogues
@@ -48,9 +51,9 @@ struct CudaSwitches {
   bool int4_tile_pairs = true;
   // LATHE_CUDA_INT4_NORM_MAX_M (0 to 8): the largest batch at which 4-bit tiled QKV and gate|up
   // launches build their RMSNorm input themselves (each block normalizes every row, so its cost
-  // grows with the batch). Off by default: run 41 measured no gain at batch 1 (317 tok/s off, 314
-  // at 1) and losses from 2 (617 vs 574 at batch 2; 2199 vs 1347 at batch 8 with 8).
-  int32_t int4_norm_max_m = 0;
+  // grows with the batch). Batch 1 only by default: run 45 measured +1.2% there (298-299 vs 295,
+  // alternated twice), run 41 losses from 2 (574 vs 617 tok/s at batch 2; 1347 vs 2199 at 8).
+  int32_t int4_norm_max_m = 1;
 
   // "fused=0 lookahead=0" for the switches that differ from the defaults; "defaults" when none.
   std::string describe() const;

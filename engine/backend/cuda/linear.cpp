@@ -90,7 +90,7 @@ int64_t fp8_codes_bytes(int64_t m, int64_t k) {
 }  // namespace
 
 bool LinearDispatcher::fp8_gemm_takes(const DeviceLinear& w, int64_t m) const {
-  if (!fp8_gemm_ || fp8_gemm_failed_ || m <= kQuantGemvMaxM || w.k % 16 != 0 || w.parts.empty())
+  if (!fp8_gemm_ || fp8_gemm_failed_ || m < fp8_gemm_min_m_ || w.k % 16 != 0 || w.parts.empty())
     return false;
   for (const QuantPart& p : w.parts)
     if (p.format != WeightFormat::kFp8 || p.fp8_scale != ScaleGranularity::kTensor) return false;

@@ -75,8 +75,8 @@ struct QuantPart {
   // (quant_gemv_tile_pairs); LATHE_CUDA_INT4_TILE_PAIRS=0 turns it off for A/B runs.
   bool int4_tile_pairs = true;
   // The largest batch at which the tile-pairs kernel takes the RMSNorm input
-  // (LATHE_CUDA_INT4_NORM_MAX_M; each block normalizes every activation row; 0: never, the default).
-  int32_t int4_norm_max_m = 0;
+  // (LATHE_CUDA_INT4_NORM_MAX_M; each block normalizes every activation row; 0: never).
+  int32_t int4_norm_max_m = 1;
   // Bytes of this part on the device (data and its scales, zero points, g_idx).
   int64_t bytes() const;
 };
