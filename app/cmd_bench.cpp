@@ -169,8 +169,8 @@ Result<std::shared_ptr<TokenConstraint>> bench_constraint(const Engine& engine,
   auto vocab = std::make_shared<const TokenVocabulary>(*tok);
   auto g = GrammarConstraint::create(regex, std::move(vocab));
   if (!g.is_ok())
-    return invalid_argument(
-        (f.guided_json.empty() ? "--guided-regex: " : "--guided-json: ") + g.status().message());
+    return invalid_argument((f.guided_json.empty() ? "--guided-regex: " : "--guided-json: ") +
+                            g.status().message());
   return std::shared_ptr<TokenConstraint>(std::move(g).value());
 }
 
@@ -232,9 +232,8 @@ int run_latency(const EngineFlags& ef, const LatencyFlags& f) {
   print_latency(c.value());
   const double base = r.value().tpot_s.mean, with = c.value().tpot_s.mean;
   const double overhead = base > 0 ? (with - base) / base : 0.0;
-  std::printf(
-      "Constrained-decoding overhead: TPOT %.3f ms -> %.3f ms (%+.1f%%) at batch %d\n",
-      1000 * base, 1000 * with, 100 * overhead, f.options.batch_size);
+  std::printf("Constrained-decoding overhead: TPOT %.3f ms -> %.3f ms (%+.1f%%) at batch %d\n",
+              1000 * base, 1000 * with, 100 * overhead, f.options.batch_size);
   std::fflush(stdout);
   const nlohmann::json j = {{"unconstrained", nlohmann::json::parse(latency_json(r.value()))},
                             {"constrained", nlohmann::json::parse(latency_json(c.value()))},

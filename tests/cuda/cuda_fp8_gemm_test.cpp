@@ -62,8 +62,7 @@ class CudaFp8GemmTest : public QObject {
     LATHE_REQUIRE_GPU();
     for (int64_t k : {int64_t{4096}, int64_t{200}}) {  // 16-byte rows and element loads
       for (int64_t m : {int64_t{1}, int64_t{5}}) {
-        std::vector<float> x =
-            round_to(DType::kBF16, random_floats(static_cast<size_t>(m * k), 3));
+        std::vector<float> x = round_to(DType::kBF16, random_floats(static_cast<size_t>(m * k), 3));
         x[static_cast<size_t>(m * k - 1)] = 1000.0f;  // the batch's amax, in its last row
         Dev d_x = Dev::from(encode16(DType::kBF16, x));
         Dev d_q = Dev::poisoned(m * k), d_s = Dev::poisoned(16);
@@ -77,8 +76,8 @@ class CudaFp8GemmTest : public QObject {
         QCOMPARE(d_s.download<float>(1)[0], s);
       }
     }
-    QVERIFY(!cuda::quantize_fp8_activations(DType::kF32, nullptr, 1, 16, nullptr, nullptr,
-                                            nullptr, nullptr)
+    QVERIFY(!cuda::quantize_fp8_activations(DType::kF32, nullptr, 1, 16, nullptr, nullptr, nullptr,
+                                            nullptr)
                  .is_ok());
   }
 
@@ -107,7 +106,7 @@ class CudaFp8GemmTest : public QObject {
     disp.set_dequant_workspace(ws.get(), ws_bytes);
     disp.set_fp8_gemm(true);
     QVERIFY(!disp.fp8_gemm_takes(w, 8));  // below the dispatcher's threshold: W8A16
-    disp.set_fp8_gemm(true, 2);          // the runner's default (LATHE_CUDA_FP8_GEMM_MIN_M)
+    disp.set_fp8_gemm(true, 2);           // the runner's default (LATHE_CUDA_FP8_GEMM_MIN_M)
     QVERIFY(disp.fp8_gemm_takes(w, 2) && !disp.fp8_gemm_takes(w, 1));
     for (int64_t m : {int64_t{2}, int64_t{9}, int64_t{64}, int64_t{300}}) {
       QVERIFY(disp.fp8_gemm_takes(w, m));

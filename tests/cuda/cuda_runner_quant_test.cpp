@@ -90,7 +90,8 @@ class CudaRunnerQuantTest : public QObject {
     const bool w8a8 = model == "ct_fp8_tensor" || model == "fp8_static";
     const double err = lockstep_logit_error(m.value(), *gpu.value(), 4);
     qInfo("%s: worst relative logit error against the CPU %.3g", qPrintable(model), err);
-    QVERIFY2(err <= (w8a8 ? 1.5e-1 : 5e-2), qPrintable(QString("logits relative error %1").arg(err)));
+    QVERIFY2(err <= (w8a8 ? 1.5e-1 : 5e-2),
+             qPrintable(QString("logits relative error %1").arg(err)));
     expect_same_logits(m.value(), *gpu.value(), *gpu_twin.value(), 3, w8a8 ? 1e-1 : 2e-2);
   }
 

@@ -146,25 +146,25 @@ class CudaTilePairsTest : public QObject {
     auto refused = [](const Result<cuda::TilePlan>& r, const char* words) {
       return !r.is_ok() && r.status().message().find(words) != std::string::npos;
     };
-    QVERIFY(refused(cuda::plan_tile_pairs({shape(48, 256, 0)}, 48, cuda::GemvOutput::kStore,
-                                          nullptr),
-                    "odd number"));
+    QVERIFY(
+        refused(cuda::plan_tile_pairs({shape(48, 256, 0)}, 48, cuda::GemvOutput::kStore, nullptr),
+                "odd number"));
     // A head size whose halves are not whole tiles (80 / 2 = 40 rows).
     const cuda::GemvRopeKv odd = rope_of(4, 2, 80, RopeStyle::kNeox);
-    QVERIFY(refused(cuda::plan_tile_pairs({shape(320, 256, 0), shape(160, 256, 320),
-                                           shape(160, 256, 480)},
-                                          640, cuda::GemvOutput::kRopeKv, &odd),
-                    "heads"));
+    QVERIFY(refused(
+        cuda::plan_tile_pairs({shape(320, 256, 0), shape(160, 256, 320), shape(160, 256, 480)}, 640,
+                              cuda::GemvOutput::kRopeKv, &odd),
+        "heads"));
     // One part over the k and v rows.
     QVERIFY(refused(cuda::plan_tile_pairs({shape(512, 256, 0), shape(512, 256, 512)}, 1024,
                                           cuda::GemvOutput::kRopeKv, &neox),
                     "spans k and v"));
-    QVERIFY(refused(cuda::plan_tile_pairs({shape(512, 256, 0)}, 1000, cuda::GemvOutput::kRopeKv,
-                                          &neox),
-                    "not the q, k and v heads"));
-    QVERIFY(refused(cuda::plan_tile_pairs({shape(512, 256, 0)}, 1024, cuda::GemvOutput::kRopeKv,
-                                          nullptr),
-                    "without its parameters"));
+    QVERIFY(
+        refused(cuda::plan_tile_pairs({shape(512, 256, 0)}, 1000, cuda::GemvOutput::kRopeKv, &neox),
+                "not the q, k and v heads"));
+    QVERIFY(refused(
+        cuda::plan_tile_pairs({shape(512, 256, 0)}, 1024, cuda::GemvOutput::kRopeKv, nullptr),
+        "without its parameters"));
     cuda::QuantPart rows = shape(64, 256, 0);
     rows.int4_tiles = false;
     QVERIFY(refused(cuda::plan_tile_pairs({rows}, 64, cuda::GemvOutput::kStore, nullptr),
@@ -183,9 +183,9 @@ class CudaTilePairsTest : public QObject {
                                            shape(32, 256, 64), shape(32, 256, 96)},
                                           128, cuda::GemvOutput::kStore, nullptr),
                     "1 to 3 parts"));
-    QVERIFY(refused(cuda::plan_tile_pairs({shape(64, 256, 0)}, 64, cuda::GemvOutput::kResidualAdd,
-                                          nullptr),
-                    "no such epilogue"));
+    QVERIFY(refused(
+        cuda::plan_tile_pairs({shape(64, 256, 0)}, 64, cuda::GemvOutput::kResidualAdd, nullptr),
+        "no such epilogue"));
   }
 
   // Stores of several parts (f32 and the activation type), SwiGLU over a gate and an up part and
@@ -202,15 +202,13 @@ class CudaTilePairsTest : public QObject {
     for (DType t : {DType::kBF16, DType::kF16}) {
       cuda::LinearDispatcher disp(gemm.value().get(), t, true);
       for (bool zeros : {false, true}) {
-        TiledPart gate = random_tiled(inter, k, 128, zeros, 1), up = random_tiled(inter, k, 128,
-                                                                                  zeros, 2);
+        TiledPart gate = random_tiled(inter, k, 128, zeros, 1),
+                  up = random_tiled(inter, k, 128, zeros, 2);
         TiledPart gu1 = random_tiled(2 * inter, k, 64, zeros, 3);
         for (int64_t m : {int64_t{1}, int64_t{3}, int64_t{8}}) {
           Dev d_x = Dev::from(encode16(t, random_floats(m * k, 40 + static_cast<uint32_t>(m))));
-          const QString what = QString("dtype=%1 zeros=%2 m=%3")
-                                   .arg(static_cast<int>(t))
-                                   .arg(zeros)
-                                   .arg(m);
+          const QString what =
+              QString("dtype=%1 zeros=%2 m=%3").arg(static_cast<int>(t)).arg(zeros).arg(m);
           // SwiGLU, on two parts and on one.
           for (int variant = 0; variant < 2; ++variant) {
             const cuda::DeviceLinear w = variant == 0 ? stack({&gate, &up}, k) : stack({&gu1}, k);
@@ -283,10 +281,9 @@ class CudaTilePairsTest : public QObject {
                 LATHE_QVERIFY_OK(
                     disp.run(w, t, d_x.get(), y.get(), m, st, cuda::GemvOutput::kRopeKv, rp));
                 LATHE_CUDA_CHECK(cudaStreamSynchronize(st));
-                const QString rw = what + QString(" d=%1 style=%2 bias=%3")
-                                              .arg(d)
-                                              .arg(static_cast<int>(rs))
-                                              .arg(bias);
+                const QString rw =
+                    what +
+                    QString(" d=%1 style=%2 bias=%3").arg(d).arg(static_cast<int>(rs)).arg(bias);
                 QVERIFY2(y.download<uint16_t>(m * n) == y_ref.download<uint16_t>(m * n),
                          qPrintable(rw));
                 QVERIFY2(
@@ -316,8 +313,8 @@ class CudaTilePairsTest : public QObject {
     const int64_t k = 1024, inter = 64, hidden = 96;
     for (DType t : {DType::kBF16, DType::kF16}) {
       cuda::LinearDispatcher disp(gemm.value().get(), t, true);
-      TiledPart gate = random_tiled(inter, k, 128, true, 11), up = random_tiled(inter, k, 128,
-                                                                                true, 12);
+      TiledPart gate = random_tiled(inter, k, 128, true, 11),
+                up = random_tiled(inter, k, 128, true, 12);
       const cuda::DeviceLinear gu = stack({&gate, &up}, k);
       TiledPart down = random_tiled(hidden, k, 128, false, 13);
       const cuda::DeviceLinear dn = stack({&down}, k);
@@ -338,12 +335,12 @@ class CudaTilePairsTest : public QObject {
         na.eps = 1e-6f;
         na.dtype = t;
         LATHE_QVERIFY_OK(cuda::add_rms_norm(na, st));
-        LATHE_QVERIFY_OK(disp.run(gu, t, d_xn.get(), d_ref.get(), m, st,
-                                  cuda::GemvOutput::kSwiglu));
+        LATHE_QVERIFY_OK(
+            disp.run(gu, t, d_xn.get(), d_ref.get(), m, st, cuda::GemvOutput::kSwiglu));
         QVERIFY(disp.takes_norm_input(gu, m, cuda::GemvOutput::kSwiglu));
         const cuda::TileNormInput ni{d_res.as<float>(), d_w.as<float>(), 1e-6f};
-        LATHE_QVERIFY_OK(disp.run(gu, t, nullptr, d_act.get(), m, st, cuda::GemvOutput::kSwiglu,
-                                  {}, &ni));
+        LATHE_QVERIFY_OK(
+            disp.run(gu, t, nullptr, d_act.get(), m, st, cuda::GemvOutput::kSwiglu, {}, &ni));
         LATHE_CUDA_CHECK(cudaStreamSynchronize(st));
         QVERIFY2(d_act.download<uint16_t>(m * inter) == d_ref.download<uint16_t>(m * inter),
                  qPrintable(what + " norm input"));
@@ -353,8 +350,8 @@ class CudaTilePairsTest : public QObject {
         const std::vector<float> r0 = random_floats(static_cast<size_t>(m * hidden), 16);
         Dev d_r = Dev::from(r0);
         LATHE_QVERIFY_OK(disp.run(dn, t, d_xn.get(), d_y.get(), m, st));
-        LATHE_QVERIFY_OK(disp.run(dn, t, d_xn.get(), d_r.get(), m, st,
-                                  cuda::GemvOutput::kResidualAdd));
+        LATHE_QVERIFY_OK(
+            disp.run(dn, t, d_xn.get(), d_r.get(), m, st, cuda::GemvOutput::kResidualAdd));
         LATHE_CUDA_CHECK(cudaStreamSynchronize(st));
         const std::vector<float> y = decode16(t, d_y.download<uint16_t>(m * hidden));
         std::vector<float> want = r0;
@@ -377,15 +374,14 @@ class CudaTilePairsTest : public QObject {
   void tile_pairs_refuse_bad_calls() {
     LATHE_REQUIRE_GPU();
     const int64_t k = 256, inter = 32;
-    TiledPart gate = random_tiled(inter, k, 128, false, 7), up = random_tiled(inter, k, 128,
-                                                                              false, 8);
+    TiledPart gate = random_tiled(inter, k, 128, false, 7),
+              up = random_tiled(inter, k, 128, false, 8);
     const cuda::DeviceLinear w = stack({&gate, &up}, k);
     Dev d_x = Dev::from(encode16(DType::kBF16, random_floats(9 * k, 9)));
     Dev d_y = Dev::poisoned(9 * 2 * inter * 4);
     auto refused = [&](DType out, int64_t m, cuda::GemvOutput o, const char* words) {
-      const Status s = cuda::quant_gemv_tile_pairs(w.parts, DType::kBF16, d_x.get(), out,
-                                                   d_y.get(), w.n, m, o, cuda::GemvRopeKv{},
-                                                   nullptr);
+      const Status s = cuda::quant_gemv_tile_pairs(w.parts, DType::kBF16, d_x.get(), out, d_y.get(),
+                                                   w.n, m, o, cuda::GemvRopeKv{}, nullptr);
       return !s.is_ok() && s.message().find(words) != std::string::npos;
     };
     QVERIFY(refused(DType::kBF16, 9, cuda::GemvOutput::kSwiglu, "batches of 1 to 8"));

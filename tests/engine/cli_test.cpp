@@ -148,9 +148,9 @@ class CliTest : public QObject {
     }
     const QStringList engine{"-m", QString::fromStdString(model), "--device", "cpu", "--threads",
                              "2"};
-    const QStringList batch{"bench",        "latency", "--batch-size",       "2", "--input-len",
-                            "8",            "--output-len", "6", "--num-iters-warmup", "0",
-                            "--num-iters", "1"};
+    const QStringList batch{
+        "bench",        "latency", "--batch-size",       "2", "--input-len", "8",
+        "--output-len", "6",       "--num-iters-warmup", "0", "--num-iters", "1"};
     const QString json = dir.filePath("guided.json");
     Run r = run_lathe(batch + QStringList{"--guided-json", schema, "--json", json} + engine);
     QVERIFY2(r.exit_code == 0, qPrintable(r.err));

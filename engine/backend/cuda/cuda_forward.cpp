@@ -227,9 +227,9 @@ Status CudaModel::layer(const ForwardStep& s, const CudaKvCache& kv, int64_t li,
         if (in_prologue) break;  // the fused projection normalizes in its prologue
         if (!pending && is_op(ops, i + 1, OpKind::kLinear) &&
             (next == LinearSlot::kQkv || next == LinearSlot::kGateUp) &&
-            linear_->takes_norm_input(weights_.linear(li, next), t,
-                                      next == LinearSlot::kGateUp ? GemvOutput::kSwiglu
-                                                                  : GemvOutput::kStore)) {
+            linear_->takes_norm_input(
+                weights_.linear(li, next), t,
+                next == LinearSlot::kGateUp ? GemvOutput::kSwiglu : GemvOutput::kStore)) {
           norm_deferred = true;  // decided again by the projection (norm_now)
           break;
         }

@@ -85,7 +85,7 @@ struct Activations {
   DeviceBuffer act;       // [T, ffn]
   DeviceBuffer logits;    // f32 [S, vocab]
   DeviceBuffer attn_ws, attn_counters;  // split-KV workspace; decode merge counters (zero)
-  DeviceBuffer dequant_ws;  // stored-format weights dequantized for a GEMM (linear.h)
+  DeviceBuffer dequant_ws;              // stored-format weights dequantized for a GEMM (linear.h)
 };
 
 class CudaModel {
@@ -184,7 +184,8 @@ class CudaModel {
   std::unique_ptr<PrefillAttention> prefill_;
   Activations act_;
   bool decode_attention_ = false;
-  bool fp8_tensor_cores_ = false;  // FP8 parts take W8A8 above batch 8 (LinearDispatcher::set_fp8_gemm)
+  bool fp8_tensor_cores_ =
+      false;  // FP8 parts take W8A8 above batch 8 (LinearDispatcher::set_fp8_gemm)
   int32_t decode_split_tokens_ = 0;  // 0: the policy's
   int decode_split_blocks_per_sm_ = 0;
   int32_t decode_cluster_splits_ = 0;  // 0: the workspace merge only

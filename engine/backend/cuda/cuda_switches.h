@@ -43,7 +43,8 @@ struct CudaSwitches {
   bool fp8_gemm = true;
   // LATHE_CUDA_FP8_GEMM_MIN_M (1 to 4096): the smallest batch that takes W8A8 (below it, the
   // bandwidth-bound W8A16 decode kernel).
-  int32_t fp8_gemm_min_m = 2;  // run 45: B2 431 vs 410, B4 882 vs 528, B8 1791 vs 612; B1 219 vs 299
+  int32_t fp8_gemm_min_m =
+      2;  // run 45: B2 431 vs 410, B4 882 vs 528, B8 1791 vs 612; B1 219 vs 299
   int32_t int4_tile_warps = 8;    // LATHE_CUDA_INT4_TILE_WARPS (4 or 8): the tile kernel's k split
   int32_t int4_tiles_max_m = 32;  // LATHE_CUDA_INT4_TILES_MAX_M (8 to 4096): see QuantPart
   // LATHE_CUDA_INT4_TILE_PAIRS=0: each 4-bit part its own launch and the SwiGLU / RoPE-KV epilogues

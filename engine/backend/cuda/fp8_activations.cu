@@ -89,8 +89,8 @@ Status quantize_fp8_activations(DType act, const void* x, int64_t m, int64_t k, 
       err = launch_kernel(fp8_amax_kernel<T>, dim3(static_cast<unsigned>(m)), dim3(kThreads), 0,
                           stream, xt, k, amax_bits);
     if (err == cudaSuccess)
-      err = launch_kernel(fp8_quantize_kernel<T>, dim3(static_cast<unsigned>(m)), dim3(kThreads),
-                          0, stream, xt, k, static_cast<const uint32_t*>(amax_bits), q, scale);
+      err = launch_kernel(fp8_quantize_kernel<T>, dim3(static_cast<unsigned>(m)), dim3(kThreads), 0,
+                          stream, xt, k, static_cast<const uint32_t*>(amax_bits), q, scale);
   });
   if (err != cudaSuccess) return cuda_error(err, "launch of the FP8 activation kernels");
   return check_launch("fp8_quantize_kernel");

@@ -1,6 +1,7 @@
 // Dynamic FP8 quantization of activations, the input side of W8A8 products: one scale for the
-// whole batch, as vLLM's `--quantization fp8` computes it at run time (cuBLASLt 13.1 on Hopper takes
-// per-tensor FP8 scales only: its outer-vector mode for per-token scales is refused on sm_90, run 40):
+// whole batch, as vLLM's `--quantization fp8` computes it at run time (cuBLASLt 13.1 on Hopper
+// takes per-tensor FP8 scales only: its outer-vector mode for per-token scales is refused on sm_90,
+// run 40):
 //   scale = max(amax(x), kFp8MinAmax) / 448      (448: the largest e4m3 value)
 //   q[r, j] = e4m3(x[r, j] / scale)               (round to nearest even, saturated)
 // so that x ≈ scale * q. Two kernels (the batch's amax, then the codes) and a 4-byte reset.

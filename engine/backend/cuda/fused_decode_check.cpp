@@ -286,8 +286,7 @@ Result<FusedDecodeCheck> FusedDecodeTuner::check_at(const FusedDecodeChoice& ch,
       LATHE_RETURN_IF_ERROR(restore_kv());
       LATHE_RETURN_IF_ERROR(set_residual());
       bool pending = false;
-      LATHE_RETURN_IF_ERROR(
-          model_.layer(step, kv_, li, fused ? &ch : nullptr, &pending, nullptr));
+      LATHE_RETURN_IF_ERROR(model_.layer(step, kv_, li, fused ? &ch : nullptr, &pending, nullptr));
       if (!fused || !ch.parts.down) {
         // An unfused down projection is left pending: add it as the next norm does.
         LATHE_RETURN_IF_ERROR(add_rms_norm(model_.norm_args(L.ffn_norm, true, m), stream));

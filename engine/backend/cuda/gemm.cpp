@@ -48,8 +48,8 @@ Result<const Gemm::Plan*> Gemm::plan_for(DType dtype, DType out_dtype, int64_t m
     st =
         cublasLtMatrixLayoutCreate(&p.b, ab, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k);
   if (st == CUBLAS_STATUS_SUCCESS)
-    st =
-        cublasLtMatrixLayoutCreate(&p.d, dt, static_cast<uint64_t>(n), static_cast<uint64_t>(m), ldy);
+    st = cublasLtMatrixLayoutCreate(&p.d, dt, static_cast<uint64_t>(n), static_cast<uint64_t>(m),
+                                    ldy);
   if (st != CUBLAS_STATUS_SUCCESS) return fail(cublas_error(st, "cublasLtMatrixLayoutCreate"));
 
   cublasLtMatmulPreference_t pref = nullptr;
@@ -68,12 +68,13 @@ Result<const Gemm::Plan*> Gemm::plan_for(DType dtype, DType out_dtype, int64_t m
     return fail(unsupported("cuBLASLt takes no FP8 product of this shape here (" +
                             cublas_error(st, "cublasLtMatmulAlgoGetHeuristic").message() + ")"));
   if (st != CUBLAS_STATUS_SUCCESS || found == 0)
-    return fail(st != CUBLAS_STATUS_SUCCESS
-                    ? cublas_error(st, "cublasLtMatmulAlgoGetHeuristic")
-                    : unsupported(strformat(
-                          "cuBLASLt has no algorithm for a %s matmul of M=%lld N=%lld K=%lld",
-                          fp8 ? "fp8" : std::string(dtype_name(dtype)).c_str(), static_cast<long long>(m),
-                          static_cast<long long>(n), static_cast<long long>(k))));
+    return fail(
+        st != CUBLAS_STATUS_SUCCESS
+            ? cublas_error(st, "cublasLtMatmulAlgoGetHeuristic")
+            : unsupported(strformat(
+                  "cuBLASLt has no algorithm for a %s matmul of M=%lld N=%lld K=%lld",
+                  fp8 ? "fp8" : std::string(dtype_name(dtype)).c_str(), static_cast<long long>(m),
+                  static_cast<long long>(n), static_cast<long long>(k))));
   p.algo = result.algo;
   auto [pos, inserted] = plans_.emplace(key, p);
   return &pos->second;
@@ -105,8 +106,8 @@ Status Gemm::matmul_fp8(DType out_dtype, const uint8_t* xq, const float* xs, con
   if (ldy <= 0) ldy = n;
   if (ldy < n) return invalid_argument("matmul_fp8: the output row stride is shorter than a row");
   LATHE_ASSIGN_OR_RETURN(const Plan* p, plan_for(DType::kF8E4M3, out_dtype, m, n, k, ldy));
-  // The scale vectors differ per call: set on the plan's descriptor before each product (a host-side
-  // attribute, read when the product is enqueued).
+  // The scale vectors differ per call: set on the plan's descriptor before each product (a
+  // host-side attribute, read when the product is enqueued).
   const void* a_scale = ws;
   const void* b_scale = xs;
   LATHE_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,

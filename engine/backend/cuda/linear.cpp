@@ -4,8 +4,8 @@
 
 #include "engine/backend/cuda/fp8_activations.h"
 #include "engine/backend/cuda/launch_timer.h"
-#include "engine/core/log.h"
 #include "engine/backend/cuda/random_fill.h"
+#include "engine/core/log.h"
 
 namespace lathe::cuda {
 

@@ -7,11 +7,11 @@
 //     gemv serves M <= 2.
 //   stored formats (DeviceLinear::parts, quant_linear.h): M <= kQuantGemvMaxM, quant_gemv per part
 //     (the weights dequantized in registers), or all 4-bit tiled parts in one launch of two tiles
-//     per block with the SwiGLU / RoPE-KV epilogue (quant_gemv_tile_pairs); larger M, the parts dequantized into a workspace in
-//     the activation dtype (in slabs of rows when the projection is larger than it) and one
-//     cuBLASLt GEMM per slab (FP8 parts with per-tensor scales: W8A8 instead, activations
-//     quantized with one dynamic scale, one FP8 cuBLASLt product per part, set_fp8_gemm). A format
-//     without a kernel is refused at upload, by name.
+//     per block with the SwiGLU / RoPE-KV epilogue (quant_gemv_tile_pairs); larger M, the parts
+//     dequantized into a workspace in the activation dtype (in slabs of rows when the projection is
+//     larger than it) and one cuBLASLt GEMM per slab (FP8 parts with per-tensor scales: W8A8
+//     instead, activations quantized with one dynamic scale, one FP8 cuBLASLt product per part,
+//     set_fp8_gemm). A format without a kernel is refused at upload, by name.
 // Epilogues are a policy of the call (gemv_epilogue.h): a caller that wants SwiGLU or RoPE/KV done
 // on the product asks takes_epilogue(); when the kernel chosen for (format, M) can apply it, run()
 // with that epilogue does the whole thing in one kernel, else the caller stores and runs the

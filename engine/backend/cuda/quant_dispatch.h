@@ -39,8 +39,7 @@ cudaError_t gemv_other(int kind, const QuantPart& p, DType act, const void* x, D
 // the projection's product (y: [m, n] rows of the projection, row stride n).
 cudaError_t gemv_tile_pairs(const QuantPart* parts, const TilePlan& plan, DType act, const void* x,
                             DType out_dtype, void* y, int64_t n, int64_t m, GemvOutput output,
-                            const GemvRopeKv& rope, const TileNormInput* norm,
-                            cudaStream_t stream);
+                            const GemvRopeKv& rope, const TileNormInput* norm, cudaStream_t stream);
 // Whether two tiles of this part's shape fit the tile kernel's shared memory (norm: with the
 // normalized activations of m rows).
 bool tile_pairs_fit(const QuantPart& p, int64_t m, bool norm);

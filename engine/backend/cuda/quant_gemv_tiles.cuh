@@ -125,9 +125,8 @@ __device__ __forceinline__ void tile_norm_x(const TileNormInput& n, int m, int64
     for (int r = 0; r < m; ++r) {
       const float4 h = reinterpret_cast<const float4*>(n.residual + r * k)[g];
       const float inv = inv_rms[r];
-      store4(xs + r * k + 4 * g,
-             make_float4((h.x * inv) * w.x, (h.y * inv) * w.y, (h.z * inv) * w.z,
-                         (h.w * inv) * w.w));
+      store4(xs + r * k + 4 * g, make_float4((h.x * inv) * w.x, (h.y * inv) * w.y,
+                                             (h.z * inv) * w.z, (h.w * inv) * w.w));
     }
   }
 }
@@ -278,7 +277,8 @@ __global__ void __launch_bounds__(W * 32)
         if (i < total) {
           const int q = i / per_tile, rem = i % per_tile;
           const QuantPart& pq = L.parts[part[q]];
-          const int64_t at = static_cast<int64_t>(tile[q]) * per_tile + rem;  // row-major [n, groups]
+          const int64_t at =
+              static_cast<int64_t>(tile[q]) * per_tile + rem;  // row-major [n, groups]
           sc[u] = pq.scale_dtype == DType::kF32
                       ? static_cast<const float*>(pq.scales)[at]
                       : __half2float(static_cast<const __half*>(pq.scales)[at]);
@@ -341,7 +341,8 @@ __global__ void __launch_bounds__(W * 32)
 #pragma unroll
   for (int q = 0; q < P; ++q)
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) acc[q][nt][0] = acc[q][nt][1] = acc[q][nt][2] = acc[q][nt][3] = 0.0f;
+    for (int nt = 0; nt < NT; ++nt)
+      acc[q][nt][0] = acc[q][nt][1] = acc[q][nt][2] = acc[q][nt][3] = 0.0f;
   for (int c = c0; c < c1; c += S) {
 #pragma unroll
     for (int u = 0; u < S; ++u) {
@@ -497,6 +498,5 @@ inline cudaError_t launch_gemv_tile_pairs(const TileLaunch& L, DType act, const 
   });
   return err;
 }
-
 
 }  // namespace lathe::cuda::quant

@@ -142,8 +142,9 @@ Result<TilePlan> tile_pairs_plan(const std::vector<QuantPart>& parts, int64_t n,
   if (norm && parts[0].k % 4 != 0)
     return unsupported("tile pairs: the RMSNorm input needs k % 4 == 0");
   if (norm && m > parts[0].int4_norm_max_m)
-    return unsupported(strformat("tile pairs: the RMSNorm input up to batch %d (LATHE_CUDA_INT4_NORM_MAX_M)",
-                                 parts[0].int4_norm_max_m));
+    return unsupported(
+        strformat("tile pairs: the RMSNorm input up to batch %d (LATHE_CUDA_INT4_NORM_MAX_M)",
+                  parts[0].int4_norm_max_m));
   if (!quant::tile_pairs_fit(parts[0], m, norm))
     return unsupported(norm ? "tile pairs: the normalized activations do not fit in shared memory"
                             : "tile pairs: the scales of two tiles do not fit in shared memory");
@@ -185,15 +186,16 @@ Status quant_gemv_tile_pairs(const std::vector<QuantPart>& parts, DType act, con
     return invalid_argument(
         "quant_gemv_tile_pairs: the RMSNorm input needs 16-byte aligned residual rows and weight");
   if (!is_act_dtype(act) || (out_dtype != act && out_dtype != DType::kF32))
-    return invalid_argument("quant_gemv_tile_pairs: bf16/f16 activations, output of that type or f32");
+    return invalid_argument(
+        "quant_gemv_tile_pairs: bf16/f16 activations, output of that type or f32");
   if (output != GemvOutput::kStore && out_dtype != act)
     return invalid_argument("quant_gemv_tile_pairs: an epilogue writes the activation type");
   if (output == GemvOutput::kRopeKv)
     LATHE_RETURN_IF_ERROR(check_rope_kv("quant_gemv_tile_pairs", n, rope, act));
-  LATHE_ASSIGN_OR_RETURN(const TilePlan plan,
-                         tile_pairs_plan(parts, n, m, output,
-                                         output == GemvOutput::kRopeKv ? &rope : nullptr,
-                                         norm != nullptr));
+  LATHE_ASSIGN_OR_RETURN(
+      const TilePlan plan,
+      tile_pairs_plan(parts, n, m, output, output == GemvOutput::kRopeKv ? &rope : nullptr,
+                      norm != nullptr));
   const cudaError_t err = quant::gemv_tile_pairs(parts.data(), plan, act, x, out_dtype, y, n, m,
                                                  output, rope, norm, stream);
   if (err != cudaSuccess) return cuda_error(err, "launch of the tile-pairs kernel");

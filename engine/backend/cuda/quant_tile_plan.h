@@ -7,9 +7,9 @@
 //   kAdjacent     tiles 2j and 2j + 1 of the part (plain stores; RoPE pairs (2i, 2i + 1) and the
 //                 v rows of kRopeKv are adjacent rows of one tile)
 //   kHeadHalves   with h = j / (H / 2), a = j % (H / 2) and H = tiles_per_head: tiles h H + a and
-//                 h H + a + H / 2: the two halves of a head, so that row r of the first tile and row
-//                 r of the second are a NeoX rotation pair (H = head_dim / 16); with H = n / 16 of
-//                 one gate|up part, a SwiGLU pair (gate row t, up row inter + t)
+//                 h H + a + H / 2: the two halves of a head, so that row r of the first tile and
+//                 row r of the second are a NeoX rotation pair (H = head_dim / 16); with H = n / 16
+//                 of one gate|up part, a SwiGLU pair (gate row t, up row inter + t)
 //   kAcrossParts  tile j of this part and tile j of the next one (gate and up stored as two
 //                 parts: a SwiGLU pair); the next part has no tasks of its own
 // Requirements checked by plan_tile_pairs: every part in the tile layout (int4_tiles) with the
