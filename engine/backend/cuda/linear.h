@@ -1,17 +1,16 @@
 // Linear layers on the GPU: y[M, N] = x[M, K] · w[N, K]ᵀ, dispatched on the weight's format and the
 // batch size M (format × batch bucket → kernel):
 //   kDense (the activation dtype): the bandwidth-bound gemv kernel (M <= kGemvMaxM) or cuBLASLt.
-//   The
-//     choice for M <= kGemvMaxM is measured once at load (autotune(): both timed with CUDA events
-//     on the real weights) and kept in a table; larger M always goes to cuBLASLt. Before autotune,
-//     gemv serves M <= 2.
+//     The choice for M <= kGemvMaxM is measured once at load (autotune(): both timed with CUDA
+//     events on the real weights) and kept in a table; larger M always goes to cuBLASLt. Before
+//     autotune, gemv serves M <= 2.
 //   stored formats (DeviceLinear::parts, quant_linear.h): M <= kQuantGemvMaxM, quant_gemv per part
 //     (the weights dequantized in registers), or all 4-bit tiled parts in one launch of two tiles
 //     per block with the SwiGLU / RoPE-KV epilogue (quant_gemv_tile_pairs); larger M, the parts
 //     dequantized into a workspace in the activation dtype (in slabs of rows when the projection is
-//     larger than it) and one cuBLASLt GEMM per slab (FP8 parts with per-tensor scales: W8A8
-//     instead, activations quantized with one dynamic scale, one FP8 cuBLASLt product per part,
-//     set_fp8_gemm). A format without a kernel is refused at upload, by name.
+//     larger than it) and one cuBLASLt GEMM per slab. FP8 parts with per-tensor scales from the
+//     set_fp8_gemm() batch on: W8A8 instead (activations quantized with one dynamic scale, one FP8
+//     cuBLASLt product per part). A format without a kernel is refused at upload, by name.
 // Epilogues are a policy of the call (gemv_epilogue.h): a caller that wants SwiGLU or RoPE/KV done
 // on the product asks takes_epilogue(); when the kernel chosen for (format, M) can apply it, run()
 // with that epilogue does the whole thing in one kernel, else the caller stores and runs the
