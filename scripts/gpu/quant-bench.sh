@@ -8,7 +8,8 @@
 # the copy bandwidth measured here), one 2048-token prefill, decode tok/s at batch 1..256. Then the
 # Llama-3.1-70B shape as int4 and fp8: loads on one H200 and decodes at batch 1.
 # Environment: LATHE_GPU_BUNDLE, OUT (output folder), LATHE_QUANT_FORMATS (default "none fp8 int8
-# int4"), LATHE_QUANT_70B (default "int4 fp8"; empty to skip), LATHE_GPU_BUDGET_S (default 300).
+# int4"), LATHE_QUANT_70B (default "int4 fp8"; empty to skip), LATHE_QUANT_AB (default 1; empty:
+# no same-run A/B of the previous kernels), LATHE_GPU_BUDGET_S (default 300).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/lathe-gpu-out}
@@ -51,7 +52,7 @@ for q in ${LATHE_QUANT_FORMATS:-none fp8 int8 int4}; do
   grep -q -i "error\|lathe_cuda_bench:" "$OUT/quant-8b-$q.txt" && SUMMARY+=("  8B $q: $(grep -m2 -i 'error\|lathe_cuda_bench:' "$OUT/quant-8b-$q.txt" | tr '\n' ' ')")
   # A/B in the same run: int4 with the row layout's multi-row kernel instead of the tensor-core
   # tile kernel; fp8/int8 with the one-row decode kernel instead of the multi-row one.
-  if [ "$q" != none ] && [ -n "${LATHE_QUANT_AB:-1}" ] && [ "$(left)" -gt 60 ]; then
+  if [ "$q" != none ] && [ -n "${LATHE_QUANT_AB-1}" ] && [ "$(left)" -gt 60 ]; then
     # fp8: W8A16 (dequantize, 16-bit GEMM) instead of W8A8 where the batch is above 8.
     case $q in
       int4) ab=LATHE_CUDA_INT4_TILES; ab_args=(--decode 1,8 --skip prefill,profile,throughput) ;;
