@@ -24,6 +24,8 @@ Result<QuantSource> QuantSource::open(const std::string& path) {
     return m.status();
   }
   s.model_ = std::move(m).value();
+  s.config_ = s.model_.config;
+  if (s.config_.rope_style == RopeStyle::kInterleaved) s.config_.rope_style = RopeStyle::kNeox;
   if (s.model_.format == ModelFormat::kGguf) {
     LATHE_ASSIGN_OR_RETURN(s.gguf_, GgufFile::open(path));
   } else {
@@ -58,7 +60,7 @@ Result<std::vector<float>> QuantSource::read(const std::string& canonical) const
   if (v == nullptr) return not_found(path_ + ": the model has no tensor '" + canonical + "'");
   std::vector<float> out(static_cast<size_t>(v->numel()));
   LATHE_RETURN_IF_ERROR(dequantize_tensor(*v, out.data()).with_context(path_ + ": " + canonical));
-  const ModelConfig& c = model_.config;
+  const ModelConfig& c = model_.config;  // as stored: kInterleaved rows are put back here
   if (c.rope_style == RopeStyle::kInterleaved && v->ndim == 2) {
     if (ends_with(canonical, ".attn_q"))
       permute_rope_rows(out.data(), c.num_heads, c.head_dim, v->shape[1], false);

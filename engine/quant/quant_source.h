@@ -2,7 +2,8 @@
 // a GGUF file of any type the engine loads (its tensors are dequantized with engine/model/dequant).
 // Tensors are read one at a time, as float32 in PyTorch shape order and in Hugging Face row order:
 // the Q/K rows a Llama GGUF stores permuted for adjacent-pair RoPE are put back in rotate-half
-// order, so every writer starts from the same convention.
+// order, so every writer starts from the same convention; config() says so (rope_style kNeox), and
+// the calibrated quantizer's float forward (calib_block.h) applies RoPE by it.
 #pragma once
 
 #include <memory>
@@ -24,7 +25,10 @@ class QuantSource {
 
   const std::string& path() const { return path_; }
   bool is_gguf() const { return gguf_ != nullptr; }
-  const ModelConfig& config() const { return model_.config; }
+  // The configuration of the tensors read() returns: the loaded model's, except that a Llama GGUF's
+  // rope_style is kNeox (read() un-permutes its Q/K rows; model().config keeps the stored
+  // kInterleaved). A forward over read()'s tensors must use this one.
+  const ModelConfig& config() const { return config_; }
   const LoadedModel& model() const { return model_; }
   // GGUF sources: the file (metadata to copy, tokenizer data); null for HF folders.
   const std::shared_ptr<const GgufFile>& gguf() const { return gguf_; }
@@ -42,6 +46,7 @@ class QuantSource {
   std::string path_;
   std::string hf_folder_;
   LoadedModel model_;
+  ModelConfig config_;  // model_.config in read()'s row order (see config())
   std::shared_ptr<const GgufFile> gguf_;
 };
 
