@@ -59,6 +59,10 @@ ojson quant_job_identity(const QuantSource& source, const QuantScheme& scheme,
     for (const fs::path& p : paths) files.push_back(file_identity(p));
   }
   src["files"] = files;
+  // The RoPE convention of the rows the calibration forward reads (a work folder from before Llama
+  // GGUF sources were calibrated with rotate-half RoPE lacks it, so it is not resumed).
+  src["calibration_rope"] =
+      source.config().rope_style == RopeStyle::kNeox ? "rotate-half" : "adjacent-pairs";
 
   ojson s;
   s["name"] = scheme.name;

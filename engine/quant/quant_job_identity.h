@@ -2,7 +2,8 @@
 // (quant_checkpoint.h): two runs with equal identities compute the same blocks, so a run may
 // continue from the other's finished blocks. A JSON object of:
 //   "source"       the model's absolute path and, per weight or config file (the GGUF file, or the
-//                  folder's *.safetensors / *.json), its size and modification time in ns;
+//                  folder's *.safetensors / *.json), its size and modification time in ns, and
+//                  the RoPE convention the calibration forward uses for the rows read;
 //   "scheme"       every field of the resolved scheme that changes the codes (method, bits,
 //                  group size, symmetry, scale type, smallest zero point, act-order, damping,
 //                  output format);
