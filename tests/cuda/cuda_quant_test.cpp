@@ -326,6 +326,77 @@ class CudaQuantTest : public QObject {
       expect_linear({&a, &h, &b}, m, 20, m <= cuda::kQuantGemvMaxM ? 2e-3 : 1e-2, "row|tile|tile");
   }
 
+  // The W4A16 GEMM kernel (quant_gemm_tiles.cuh) above the tile kernel's batches: partial blocks
+  // of tiles and of activation rows, splits of k (and none when the workspace has no room for
+  // their sums), two parts at row offsets.
+  void int4_gemm_matches_cpu_data() {
+    QTest::addColumn<int>("n");
+    QTest::addColumn<int>("k");
+    QTest::addColumn<int>("group");
+    QTest::addColumn<bool>("zeros");
+    QTest::addColumn<int>("ws_rows");
+    QTest::newRow("n48 k512 g128 asym") << 48 << 512 << 128 << true << 48;
+    QTest::newRow("n272 k2048 g64 sym: a partial block, splits")
+        << 272 << 2048 << 64 << false << 272;
+    QTest::newRow("n48 k448 g64 asym: 7 chunks") << 48 << 448 << 64 << true << 48;
+    QTest::newRow("n32 k1024 per-channel asym") << 32 << 1024 << 1024 << true << 32;
+    QTest::newRow("n272 k2048 g128: no room for splits") << 272 << 2048 << 128 << true << 1;
+  }
+  void int4_gemm_matches_cpu() {
+    LATHE_REQUIRE_GPU();
+    QFETCH(int, n);
+    QFETCH(int, k);
+    QFETCH(int, group);
+    QFETCH(bool, zeros);
+    QFETCH(int, ws_rows);
+    HostPart h = int_part(4, n, k, group, zeros, false, 21, /*tiles=*/true);
+    h.part.int4_tiles_max_m = 8;
+    h.part.int4_gemm_max_m = 512;
+    for (int64_t m : {int64_t{9}, int64_t{16}, int64_t{31}, int64_t{33}, int64_t{64}, int64_t{65},
+                      int64_t{130}, int64_t{256}}) {
+      QVERIFY(cuda::quant_gemm_int4_takes(h.part, m));
+      expect_linear({&h}, m, ws_rows, 5e-3, QTest::currentDataTag());
+      if (QTest::currentTestFailed()) return;
+    }
+    HostPart b = int_part(4, 32, k, group, zeros, false, 22, /*tiles=*/true);
+    b.part.int4_tiles_max_m = 8;
+    b.part.int4_gemm_max_m = 512;
+    for (int64_t m : {int64_t{12}, int64_t{100}})
+      expect_linear({&h, &b}, m, ws_rows, 5e-3, "two tiled parts");
+    // Above int4_gemm_max_m: the dequantize-then-GEMM path.
+    h.part.int4_gemm_max_m = 64;
+    QVERIFY(!cuda::quant_gemm_int4_takes(h.part, 65));
+    expect_linear({&h}, 65, n, 1e-2, "dequantized above int4_gemm_max_m");
+  }
+
+  // The GEMM's plan (host only): two waves of blocks where the shape allows, each split at least
+  // kGemmMinChunks chunks, and no more splits than the workspace holds sums for.
+  void int4_gemm_plan() {
+    cuda::QuantPart p;
+    p.n = 4096;
+    p.k = 4096;  // 64 chunks
+    cuda::GemmInt4Plan plan = cuda::plan_gemm_int4(p, 64, int64_t{1} << 30, 132);
+    QCOMPARE(plan.rows_per_block, 64);
+    QCOMPARE(plan.mblocks, 1);
+    QCOMPARE(plan.nblocks, 32);
+    QCOMPARE(plan.splits, 8);  // 264 blocks wanted; 64 / 8 = 8 chunks each
+    QCOMPARE(plan.chunks_per_split, 8);
+    plan = cuda::plan_gemm_int4(p, 20, int64_t{1} << 30, 132);
+    QCOMPARE(plan.rows_per_block, 32);
+    plan = cuda::plan_gemm_int4(p, 256, int64_t{1} << 30, 132);
+    QCOMPARE(plan.mblocks, 4);
+    QCOMPARE(plan.splits, 3);  // ceil(264 / 128) = 3 splits of 22, 22, 20 chunks
+    QCOMPARE(plan.chunks_per_split, 22);
+    // The workspace holds two splits' sums of 256 x 4096 only.
+    plan = cuda::plan_gemm_int4(p, 256, 2 * 256 * 4096 * 4, 132);
+    QCOMPARE(plan.splits, 2);
+    plan = cuda::plan_gemm_int4(p, 256, 0, 132);
+    QCOMPARE(plan.splits, 1);
+    QCOMPARE(plan.chunks_per_split, 64);
+    p.k = 448;  // 7 chunks: too short to split
+    QCOMPARE(cuda::plan_gemm_int4(p, 64, int64_t{1} << 30, 132).splits, 1);
+  }
+
   // The layout is a permutation of the codes of whole 512-byte chunks; shapes that do not fit are
   // refused (host checks: no GPU needed).
   void int4_tile_layout_is_a_permutation() {

@@ -26,6 +26,7 @@ const char* const kNames[] = {"LATHE_CUDA_ATTENTION",
                               "LATHE_CUDA_INT4_TILES",
                               "LATHE_CUDA_INT4_TILE_WARPS",
                               "LATHE_CUDA_INT4_TILES_MAX_M",
+                              "LATHE_CUDA_INT4_GEMM_MAX_M",
                               "LATHE_CUDA_INT4_TILE_PAIRS",
                               "LATHE_CUDA_INT4_NORM_MAX_M",
                               "LATHE_CUDA_FP8_GEMM",
@@ -69,7 +70,8 @@ class CudaSwitchesTest : public QObject {
     qputenv("LATHE_CUDA_QUANT_ROWS", "0");
     qputenv("LATHE_CUDA_INT4_TILES", "0");
     qputenv("LATHE_CUDA_INT4_TILE_WARPS", "4");
-    qputenv("LATHE_CUDA_INT4_TILES_MAX_M", "8");
+    qputenv("LATHE_CUDA_INT4_TILES_MAX_M", "32");
+    qputenv("LATHE_CUDA_INT4_GEMM_MAX_M", "2048");
     qputenv("LATHE_CUDA_INT4_TILE_PAIRS", "0");
     qputenv("LATHE_CUDA_INT4_NORM_MAX_M", "8");
     qputenv("LATHE_CUDA_FP8_GEMM", "0");
@@ -82,11 +84,13 @@ class CudaSwitchesTest : public QObject {
     QVERIFY(s.describe().find("quant_rows=0") != std::string::npos);
     QVERIFY(s.describe().find("int4_tiles=0") != std::string::npos);
     QCOMPARE(s.int4_tile_warps, 4);
-    QCOMPARE(s.int4_tiles_max_m, 8);
+    QCOMPARE(s.int4_tiles_max_m, 32);
+    QCOMPARE(s.int4_gemm_max_m, 2048);
     QVERIFY(!s.int4_tile_pairs && !s.fp8_gemm);
     QCOMPARE(s.int4_norm_max_m, 8);
     QCOMPARE(s.fp8_gemm_min_m, 64);
-    for (const char* d : {"int4_tile_pairs=0", "int4_norm_max_m=8", "fp8_gemm=0"})
+    for (const char* d : {"int4_tile_pairs=0", "int4_norm_max_m=8", "fp8_gemm=0",
+                          "int4_tiles_max_m=32", "int4_gemm_max_m=2048"})
       QVERIFY2(s.describe().find(d) != std::string::npos, s.describe().c_str());
     QCOMPARE(s.decode_split_tokens, 64);
     QCOMPARE(s.decode_split_blocks_per_sm, 2);
@@ -128,6 +132,12 @@ class CudaSwitchesTest : public QObject {
     QCOMPARE(cuda_switches_from_environment(&warnings).int4_norm_max_m, 1);
     QCOMPARE(static_cast<int>(warnings.size()), 1);
     QVERIFY2(warnings[0].find("0 to 8 rows") != std::string::npos, warnings[0].c_str());
+    clear_env();
+    qputenv("LATHE_CUDA_INT4_GEMM_MAX_M", "4");
+    warnings.clear();
+    QCOMPARE(cuda_switches_from_environment(&warnings).int4_gemm_max_m, 128);
+    QCOMPARE(static_cast<int>(warnings.size()), 1);
+    QVERIFY2(warnings[0].find("8 to 65536 rows") != std::string::npos, warnings[0].c_str());
   }
 };
 

@@ -120,6 +120,7 @@ Status CudaModel::init(const LoadedModel& model) {
       for (QuantPart& q : d->parts) {
         q.int4_tile_warps = sw.int4_tile_warps;
         q.int4_tiles_max_m = sw.int4_tiles_max_m;
+        q.int4_gemm_max_m = sw.int4_gemm_max_m;
         q.int4_tile_pairs = sw.int4_tile_pairs;
         q.int4_norm_max_m = sw.int4_norm_max_m;
       }

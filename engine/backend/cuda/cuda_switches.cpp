@@ -50,6 +50,7 @@ std::string CudaSwitches::describe() const {
   add(int4_tiles != d.int4_tiles, "int4_tiles=0");
   add(int4_tiles_max_m != d.int4_tiles_max_m,
       "int4_tiles_max_m=" + std::to_string(int4_tiles_max_m));
+  add(int4_gemm_max_m != d.int4_gemm_max_m, "int4_gemm_max_m=" + std::to_string(int4_gemm_max_m));
   add(int4_tile_pairs != d.int4_tile_pairs, "int4_tile_pairs=0");
   add(int4_norm_max_m != d.int4_norm_max_m, "int4_norm_max_m=" + std::to_string(int4_norm_max_m));
   add(fp8_gemm != d.fp8_gemm, "fp8_gemm=0");
@@ -115,6 +116,9 @@ CudaSwitches cuda_switches_from_environment(std::vector<std::string>* warnings) 
               warnings);
   if (const char* v = env("LATHE_CUDA_INT4_TILES_MAX_M"))
     parse_int("LATHE_CUDA_INT4_TILES_MAX_M", v, 8, 4096, "8 to 4096 rows", &s.int4_tiles_max_m,
+              warnings);
+  if (const char* v = env("LATHE_CUDA_INT4_GEMM_MAX_M"))
+    parse_int("LATHE_CUDA_INT4_GEMM_MAX_M", v, 8, 65536, "8 to 65536 rows", &s.int4_gemm_max_m,
               warnings);
   if (const char* v = env("LATHE_CUDA_INT4_TILE_WARPS")) {
     if (is(v, "4") || is(v, "8"))

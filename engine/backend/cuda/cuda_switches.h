@@ -46,7 +46,8 @@ struct CudaSwitches {
   int32_t fp8_gemm_min_m =
       2;  // run 45: B2 431 vs 410, B4 882 vs 528, B8 1791 vs 612; B1 219 vs 299
   int32_t int4_tile_warps = 8;    // LATHE_CUDA_INT4_TILE_WARPS (4 or 8): the tile kernel's k split
-  int32_t int4_tiles_max_m = 32;  // LATHE_CUDA_INT4_TILES_MAX_M (8 to 4096): see QuantPart
+  int32_t int4_tiles_max_m = 8;   // LATHE_CUDA_INT4_TILES_MAX_M (8 to 4096): see QuantPart
+  int32_t int4_gemm_max_m = 128;  // LATHE_CUDA_INT4_GEMM_MAX_M (8 to 65536): see QuantPart
   // LATHE_CUDA_INT4_TILE_PAIRS=0: each 4-bit part its own launch and the SwiGLU / RoPE-KV epilogues
   // their own kernels, instead of one launch per projection (quant_tile_plan.h), for A/B runs.
   bool int4_tile_pairs = true;

@@ -141,6 +141,15 @@ Status LinearDispatcher::run_stored(const DeviceLinear& w, DType out_dtype, cons
     }
     return Status();
   }
+  // Tiled 4-bit parts above: the W4A16 GEMM kernel (weights decoded in registers), its splits'
+  // partial sums in the dequantization workspace.
+  if (std::all_of(w.parts.begin(), w.parts.end(),
+                  [&](const QuantPart& p) { return quant_gemm_int4_takes(p, m); })) {
+    for (const QuantPart& p : w.parts)
+      LATHE_RETURN_IF_ERROR(quant_gemm_int4(p, dtype_, x, out_dtype, y, w.n, m, dequant_ws_,
+                                            dequant_ws_bytes_, stream));
+    return Status();
+  }
   // Dequantize a slab of rows into the workspace, one GEMM into the slab's columns of y.
   const int64_t row_bytes = w.k * 2;
   const int64_t slab = std::min<int64_t>(w.n, dequant_ws_bytes_ / row_bytes);

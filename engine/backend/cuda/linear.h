@@ -6,7 +6,8 @@
 //     autotune, gemv serves M <= 2.
 //   stored formats (DeviceLinear::parts, quant_linear.h): M <= kQuantGemvMaxM, quant_gemv per part
 //     (the weights dequantized in registers), or all 4-bit tiled parts in one launch of two tiles
-//     per block with the SwiGLU / RoPE-KV epilogue (quant_gemv_tile_pairs); larger M, the parts
+//     per block with the SwiGLU / RoPE-KV epilogue (quant_gemv_tile_pairs); 4-bit tiled parts up to
+//     their int4_gemm_max_m, the W4A16 GEMM kernel (quant_gemm_int4); else the parts
 //     dequantized into a workspace in the activation dtype (in slabs of rows when the projection is
 //     larger than it) and one cuBLASLt GEMM per slab. FP8 parts with per-tensor scales from the
 //     set_fp8_gemm() batch on: W8A8 instead (activations quantized with one dynamic scale, one FP8

@@ -33,7 +33,7 @@ namespace lathe::cuda::quant {
 constexpr int kTileStages = 8;  // chunks of codes in flight per lane (8 measured faster than 16)
 
 // Mma<T> (mma.cuh) plus the exact decode of a pair of 4-bit codes: ORed under the exponent of
-// kMagicValue, minus (magic + zero point) by sub().
+// kMagicValue, minus (magic + zero point) by sub(); mul() scales a pair (the GEMM kernel's).
 template <typename T>
 struct TileMma;
 template <>
@@ -45,6 +45,11 @@ struct TileMma<__nv_bfloat16> : Mma<__nv_bfloat16> {
                                      *reinterpret_cast<const __nv_bfloat162*>(&b));
     return *reinterpret_cast<const uint32_t*>(&r);
   }
+  static __device__ __forceinline__ uint32_t mul(uint32_t a, uint32_t b) {
+    const __nv_bfloat162 r = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a),
+                                     *reinterpret_cast<const __nv_bfloat162*>(&b));
+    return *reinterpret_cast<const uint32_t*>(&r);
+  }
 };
 template <>
 struct TileMma<__half> : Mma<__half> {
@@ -53,6 +58,11 @@ struct TileMma<__half> : Mma<__half> {
   static __device__ __forceinline__ uint32_t sub(uint32_t a, uint32_t b) {
     const __half2 r =
         __hsub2(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&b));
+    return *reinterpret_cast<const uint32_t*>(&r);
+  }
+  static __device__ __forceinline__ uint32_t mul(uint32_t a, uint32_t b) {
+    const __half2 r =
+        __hmul2(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&b));
     return *reinterpret_cast<const uint32_t*>(&r);
   }
 };

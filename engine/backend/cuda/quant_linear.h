@@ -70,7 +70,10 @@ struct QuantPart {
   int32_t int4_tile_warps = 8;  // warps per block of the tile kernel (its k split): 8, or 4 (A/B)
   // The largest batch the tile kernel takes (in slabs of kTileMaxM rows) before the
   // dequantize-then-GEMM path; LATHE_CUDA_INT4_TILES_MAX_M.
-  int32_t int4_tiles_max_m = 32;
+  int32_t int4_tiles_max_m = 8;
+  // The largest batch the W4A16 GEMM kernel (quant_gemm_int4) takes above int4_tiles_max_m before
+  // the dequantize-then-GEMM path; LATHE_CUDA_INT4_GEMM_MAX_M.
+  int32_t int4_gemm_max_m = 128;
   // Parts of a projection in one launch, two tiles per block, with the epilogues
   // (quant_gemv_tile_pairs); LATHE_CUDA_INT4_TILE_PAIRS=0 turns it off for A/B runs.
   bool int4_tile_pairs = true;
@@ -113,6 +116,26 @@ bool quant_tile_pairs_take(const std::vector<QuantPart>& parts, int64_t n, int64
 Status quant_gemv_residual_add(const QuantPart& p, DType act, const void* x, float* residual,
                                int64_t ldr, int64_t m, cudaStream_t stream);
 bool quant_residual_add_takes(const QuantPart& p, int64_t m);
+
+// The W4A16 GEMM on a 4-bit tiled part (quant_gemm_tiles.cuh) at any batch up to the part's
+// int4_gemm_max_m: y[r, row_offset + i] = sum_k x[r, k] W[i, k], x: [m, k] of `act` (16-byte
+// aligned rows), y: row stride ldy of out_dtype (act or f32). workspace: device memory for the
+// partial sums of splits of k (splits * m * n f32; fewer splits when it is smaller, none when
+// null).
+Status quant_gemm_int4(const QuantPart& p, DType act, const void* x, DType out_dtype, void* y,
+                       int64_t ldy, int64_t m, void* workspace, int64_t workspace_bytes,
+                       cudaStream_t stream);
+bool quant_gemm_int4_takes(const QuantPart& p, int64_t m);
+
+// How quant_gemm_int4 cuts a product: blocks of 128 output rows × rows_per_block activation rows,
+// and `splits` runs of chunks_per_split 64-input chunks (each at least kGemmMinChunks long where
+// there are enough) so that the grid covers two waves of `sm_count` multiprocessors.
+constexpr int kGemmMinChunks = 8;
+struct GemmInt4Plan {
+  int rows_per_block = 64;
+  int mblocks = 1, nblocks = 1, splits = 1, chunks_per_split = 1;
+};
+GemmInt4Plan plan_gemm_int4(const QuantPart& p, int64_t m, int64_t workspace_bytes, int sm_count);
 
 // out: [r1 - r0, k] of `act`, the part's rows r0..r1 (relative to the part) dequantized.
 Status quant_dequantize(const QuantPart& p, DType act, void* out, int64_t r0, int64_t r1,
