@@ -442,9 +442,8 @@ class CpuRunnerTest : public QObject {
   void dummy_weights_larger_than_ram_are_refused_with_the_numbers() {
     QTemporaryDir dir;
     QVERIFY(dir.isValid());
-    const std::string path =
-        test::config_with_layers(test::fixture_path("../../benchmarks/configs/llama-3.1-70b"),
-                                 dir.path(), 20000);
+    const std::string path = test::config_with_layers(
+        test::fixture_path("../../benchmarks/configs/llama-3.1-70b"), dir.path(), 20000);
     QVERIFY(!path.empty());
     LoadOptions lo;
     lo.load_format = LoadFormat::kDummy;

@@ -455,11 +455,11 @@ class CudaRunnerTest : public QObject {
     auto r8 = create_cuda_model_runner(m8.value(), o);
     QVERIFY(!r8.is_ok());
     QCOMPARE(static_cast<int>(r8.status().code()), static_cast<int>(ErrorCode::kOutOfMemory));
-    QVERIFY2(r8.status().message().find("more than --gpu-memory-utilization 0.05 leaves") !=
-                     std::string::npos &&
-                 r8.status().message().find("raise --gpu-memory-utilization above") !=
-                     std::string::npos,
-             r8.status().message().c_str());
+    QVERIFY2(
+        r8.status().message().find("more than --gpu-memory-utilization 0.05 leaves") !=
+                std::string::npos &&
+            r8.status().message().find("raise --gpu-memory-utilization above") != std::string::npos,
+        r8.status().message().c_str());
     // Nothing was left behind: a model that fits still loads on the device.
     auto small = load_fixture("llama3_untied_bf16");
     LATHE_QVERIFY_RESULT(small);
