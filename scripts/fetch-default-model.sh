@@ -7,9 +7,8 @@ set -euo pipefail
 FILE=SmolLM2-135M-Instruct.Q4_1.gguf
 SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 
-if [ -n "${LATHE_MODEL_DIR:-}" ]; then DIR=$LATHE_MODEL_DIR
-elif [ -n "${XDG_CACHE_HOME:-}" ]; then DIR=$XDG_CACHE_HOME/lathe/models
-else DIR=$HOME/.cache/lathe/models; fi
+. "$(dirname "$0")/cache-dir.sh"
+DIR=$(lathe_cache_dir LATHE_MODEL_DIR models)
 mkdir -p "$DIR"
 
 if [ -f "$DIR/$FILE" ] && echo "$SHA256  $DIR/$FILE" | sha256sum -c --status; then

@@ -9,9 +9,8 @@ set -euo pipefail
 GGUF_VERSION=0.19.0
 NUMPY_VERSION=2.4.6
 
-if [ -n "${LATHE_QUANT_VENV:-}" ]; then VENV=$LATHE_QUANT_VENV
-elif [ -n "${XDG_CACHE_HOME:-}" ]; then VENV=$XDG_CACHE_HOME/lathe/venv-quant
-else VENV=$HOME/.cache/lathe/venv-quant; fi
+. "$(dirname "$0")/cache-dir.sh"
+VENV=$(lathe_cache_dir LATHE_QUANT_VENV venv-quant)
 STAMP=$VENV/.complete-gguf-$GGUF_VERSION-numpy-$NUMPY_VERSION
 
 if [ -f "$STAMP" ]; then

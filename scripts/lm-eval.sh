@@ -23,7 +23,8 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 LATHE_BIN=${LATHE_BIN:-$ROOT/build/release/app/lathe}
-MODEL_DIR=${LATHE_MODEL_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/lathe/models}
+. "$ROOT/scripts/cache-dir.sh"
+MODEL_DIR=$(lathe_cache_dir LATHE_MODEL_DIR models)
 LATHE_MODEL=${LATHE_MODEL:-$MODEL_DIR/SmolLM2-135M-Instruct.Q4_1.gguf}
 VENV=${LATHE_LM_EVAL_VENV:-$HOME/.cache/lathe/lm-eval-venv}
 LM_EVAL_VERSION=${LM_EVAL_VERSION:-0.4.13}

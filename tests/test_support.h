@@ -34,6 +34,11 @@ struct ProcessResult {
 };
 ProcessResult run_process(const QString& program, const QStringList& args, int timeout_ms = 120000);
 
+// Writes out_dir/config.json: config_dir's config.json with num_hidden_layers set to `layers` (a
+// model of a real shape but of any size, for the memory checks; load it with LoadFormat::kDummy).
+// Returns out_dir, or "" when a file could not be read or written.
+std::string config_with_layers(const std::string& config_dir, const QString& out_dir, int layers);
+
 }  // namespace lathe::test
 
 // QVERIFY for Status / Result: fails with the error message.

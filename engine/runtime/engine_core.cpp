@@ -4,6 +4,7 @@
 #include <exception>
 
 #include "engine/core/log.h"
+#include "engine/core/status_guard.h"
 #include "engine/core/strings.h"
 #include "engine/runtime/model_input_builder.h"
 #include "engine/runtime/prompt_logprobs.h"
@@ -295,7 +296,9 @@ bool EngineCore::step() {
       in.sampling.push_back(sampling_row(a, drafts.first(static_cast<size_t>(j))));
   }
   in.next_step_continues = next_step_continues(out, in);
-  Result<ModelOutput> result = runner_->execute(in);
+  // A runner's exception ends this step's requests with an error, as an error Status does.
+  Result<ModelOutput> result =
+      call_catching("the model step", [&]() { return runner_->execute(in); });
   if (result.is_ok()) {
     const Status shape = check_output(in, *result);
     if (!shape.is_ok()) result = shape;

@@ -1,10 +1,53 @@
 #include "engine/runtime/memory_planner.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "engine/core/strings.h"
 
 namespace lathe {
+
+Status check_weights_fit(const WeightFit& f) {
+  auto bytes = [](int64_t b) { return format_bytes(static_cast<double>(b)); };
+  const std::string smaller =
+      "a quantized format (a GPTQ, AWQ, FP8 or GGUF checkpoint of the model, or --quantization "
+      "int4, int8 or fp8) or a smaller model";
+  if (f.budget_bytes < 0) {  // RAM: no utilization budget, only what the machine has
+    if (f.weight_bytes <= f.total_bytes) return Status();
+    return out_of_memory(
+        strformat("the weights of %s need %s of %s, more than the machine's %s; use ",
+                  f.model.c_str(), bytes(f.weight_bytes).c_str(), f.device.c_str(),
+                  bytes(f.total_bytes).c_str()) +
+        smaller);
+  }
+  const std::string need = strformat("the weights of %s need %s on %s", f.model.c_str(),
+                                     bytes(f.weight_bytes).c_str(), f.device.c_str());
+  if (f.weight_bytes > f.free_bytes)
+    return out_of_memory(
+        need +
+        strformat(", but %s of its %s are free; use ", bytes(f.free_bytes).c_str(),
+                  bytes(f.total_bytes).c_str()) +
+        smaller +
+        ", or free the GPU of other processes (neither a smaller --max-model-len nor a higher "
+        "--gpu-memory-utilization helps: the weights alone do not fit)");
+  if (f.weight_bytes <= f.budget_bytes) return Status();
+  const std::string head =
+      need + strformat(", more than --gpu-memory-utilization %.2f leaves for this model (%s of %s)",
+                       f.utilization, bytes(f.budget_bytes).c_str(), bytes(f.total_bytes).c_str());
+  // The utilization at which the weights alone would fit, rounded up to a hundredth.
+  const double at_least =
+      std::ceil((f.utilization + static_cast<double>(f.weight_bytes - f.budget_bytes) /
+                                     static_cast<double>(std::max<int64_t>(1, f.total_bytes))) *
+                100.0) /
+      100.0;
+  if (at_least < 1.0)
+    return out_of_memory(head +
+                         strformat("; raise --gpu-memory-utilization above %.2f (the KV cache "
+                                   "needs room as well), or use ",
+                                   at_least) +
+                         smaller);
+  return out_of_memory(head + "; use " + smaller);
+}
 
 MemoryPlanner::MemoryPlanner(int64_t total, int64_t in_use) : total_(total), in_use_(in_use) {}
 

@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include "engine/core/status.h"
+
 namespace lathe {
 
 class MemoryPlanner {
@@ -56,6 +58,24 @@ class MemoryPlanner {
   Id next_id_ = 1;
   std::vector<std::pair<Id, std::pair<std::string, int64_t>>> reservations_;
 };
+
+// Whether a model's weights fit on a device, asked before they are allocated. Bytes.
+struct WeightFit {
+  std::string model;         // the model's name, for the message
+  std::string device;        // "NVIDIA H200", "RAM"
+  int64_t weight_bytes = 0;  // the weights as the backend stores them on the device
+  int64_t free_bytes = 0;    // free on the device now (GPU)
+  int64_t total_bytes = 0;   // the device's memory
+  // GPU: what MemoryPlanner::budget(utilization) leaves, and the utilization; < 0: no such
+  // budget (RAM, where only total_bytes bounds the weights: the OS pages and overcommits).
+  int64_t budget_bytes = -1;
+  double utilization = 0.0;
+};
+// kOutOfMemory when weight_bytes exceeds what is free or the utilization's budget, with the numbers
+// (needed, free, total, the budget) and what to do: a quantized format or a smaller model when the
+// weights alone exceed what is free (no --max-model-len or --gpu-memory-utilization helps then);
+// the --gpu-memory-utilization that would hold them when only the budget is short.
+Status check_weights_fit(const WeightFit& fit);
 
 // A reservation released when it goes out of scope (a runner holds its own).
 class MemoryReservation {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/core/status_guard.h"
 #include "engine/core/strings.h"
 #include "engine/runtime/sampler.h"
 
@@ -62,7 +63,9 @@ Result<std::vector<SampledToken>> compute_prompt_logprobs(ModelRunner& runner, K
     in.sample_seqs = {0};
     in.sample_counts = {len};
     in.sampling.assign(static_cast<size_t>(len), SamplingRow{});
-    LATHE_ASSIGN_OR_RETURN(std::vector<float> logits, runner.compute_logits(in));
+    LATHE_ASSIGN_OR_RETURN(
+        std::vector<float> logits,
+        call_catching("computing prompt logits", [&]() { return runner.compute_logits(in); }));
     if (logits.size() != static_cast<size_t>(len) * static_cast<size_t>(vocab))
       return internal_error("compute_logits returned the wrong number of rows");
     for (int32_t j = 0; j < len; ++j) {

@@ -5,6 +5,7 @@
 #include "engine/backend/cpu/cpu_runner_factory.h"
 #include "engine/core/dtype.h"
 #include "engine/core/log.h"
+#include "engine/core/status_guard.h"
 #include "engine/model/loaded_model.h"
 #include "engine/runtime/cuda_plugin.h"
 
@@ -77,11 +78,13 @@ Result<std::unique_ptr<ModelRunner>> create_model_runner(const LoadedModel& mode
     std::vector<std::string> warnings;
     o.switches = cuda_backend::switches_from_environment(&warnings);
     for (const std::string& w : warnings) log_warning("CUDA: " + w);
-    return cuda_backend::create_model_runner(model, o);
+    return call_catching("creating the CUDA runner",
+                         [&]() { return cuda_backend::create_model_runner(model, o); });
   }
   CpuRunnerOptions o;
   o.num_threads = config.device.num_threads;
-  return create_cpu_model_runner(model, o);
+  return call_catching("creating the CPU runner",
+                       [&]() { return create_cpu_model_runner(model, o); });
 }
 
 int64_t default_cpu_kv_cache_bytes() {

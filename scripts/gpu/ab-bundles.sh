@@ -9,6 +9,7 @@
 # Environment: OUT (results folder), LATHE_AB_ROUNDS (default 2), LATHE_AB_ARGS (extra bench args).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+. scripts/gpu/lib.sh
 OLD=${1:?old bundle}
 NEW=${2:?new bundle}
 OUT=${OUT:-/tmp/lathe-ab-out}
@@ -26,8 +27,7 @@ run() {  # side, output file
   echo "bench $1 -> $2: exit $?"
 }
 LD_LIBRARY_PATH="/tmp/ab-B/lib:/usr/local/cuda/lib64" timeout 180 /tmp/ab-B/bin/lathe_gpu_bounds > "$OUT/ab-bounds.txt" 2>&1
-COPY=$(awk '/^bound.copy_bandwidth_GBps/ {print $2}' "$OUT/ab-bounds.txt")
-GEMM=$(awk '/^bound.bf16_gemm_TFLOPs/ {print $2}' "$OUT/ab-bounds.txt")
+gpu_read_bounds "$OUT/ab-bounds.txt"
 echo "bounds: copy ${COPY:-?} GB/s, BF16 GEMM ${GEMM:-?} TFLOP/s"
 echo "A: $(head -1 /tmp/ab-A/bin/commit.txt)  B: $(head -1 /tmp/ab-B/bin/commit.txt)"
 for r in $(seq 1 "$ROUNDS"); do

@@ -3,17 +3,13 @@
 # switches, on the H200 machine (carry: .devbin). One lathe_cuda_bench per variant:
 #   bash scripts/gpu/context-sweep.sh "default=" "split4096=LATHE_CUDA_DECODE_SPLIT_TOKENS=4096"
 # Each argument is NAME=ENV (ENV: space-separated VAR=VALUE, may be empty). Environment:
-# SWEEP_CONTEXTS (default "32 128 512 1024 2048 3968"), SWEEP_BATCH (default 1). Logs go to $OUT,
-# and the last lines printed are one table: variant, context, step ms, tok/s.
+# SWEEP_CONTEXTS (default "32 128 512 1024 2048 3968"), SWEEP_BATCH (default 1), LATHE_GPU_BUNDLE.
+# Logs go to $OUT, and the last lines printed are one table: variant, context, step ms, tok/s.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/lathe-gpu-out}
-mkdir -p "$OUT"
-DIR=/tmp/lathe-gpu
-if [ ! -x "$DIR/bin/lathe_cuda_bench" ]; then
-  rm -rf "$DIR" && mkdir -p "$DIR" && xz -dc .devbin/lathe-gpu.tar.xz | tar -C "$DIR" -xf -
-fi
-export LD_LIBRARY_PATH="$DIR/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+. scripts/gpu/lib.sh
+gpu_begin
+gpu_unpack_bundle bin/lathe_cuda_bench || exit 2
 CONTEXTS=${SWEEP_CONTEXTS:-32 128 512 1024 2048 3968}
 BATCH=${SWEEP_BATCH:-1}
 TABLE=()

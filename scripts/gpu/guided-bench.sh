@@ -11,18 +11,9 @@
 # (default 240).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/lathe-gpu-out}
-mkdir -p "$OUT"
-BUDGET=${LATHE_GPU_BUDGET_S:-240}
-START=$(date +%s)
-left() { echo $((BUDGET - ($(date +%s) - START))); }
-DIR=/tmp/lathe-gpu
-if [ ! -x "$DIR/bin/lathe" ]; then
-  BUNDLE=${LATHE_GPU_BUNDLE:-.devbin/lathe-gpu.tar.xz}
-  [ -f "$BUNDLE" ] || { echo "no $BUNDLE: run scripts/gpu/pack-devbin.sh first"; exit 2; }
-  rm -rf "$DIR" && mkdir -p "$DIR" && xz -dc "$BUNDLE" | tar -C "$DIR" -xf -
-fi
-export LD_LIBRARY_PATH="$DIR/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+. scripts/gpu/lib.sh
+gpu_begin 240
+gpu_unpack_bundle bin/lathe || exit 2
 TOK=.devbin/qwen-tokenizer
 [ -f "$TOK/tokenizer.json" ] || { echo "guided: no $TOK/tokenizer.json" | tee -a "$OUT/guided-summary.txt"; exit 2; }
 MODEL=/tmp/lathe-qwen7b-tok

@@ -12,29 +12,17 @@
 # no same-run A/B of the previous kernels), LATHE_GPU_BUDGET_S (default 300).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/lathe-gpu-out}
-mkdir -p "$OUT"
-BUDGET=${LATHE_GPU_BUDGET_S:-300}
-START=$(date +%s)
+. scripts/gpu/lib.sh
+gpu_begin 300
 LOG="$OUT/quant-bench.log"
 : > "$LOG"
-log() { echo "[$(date +%H:%M:%S) +$(($(date +%s) - START))s] $*" | tee -a "$LOG"; }
-left() { echo $((BUDGET - ($(date +%s) - START))); }
 
-DIR=/tmp/lathe-gpu
-if [ ! -x "$DIR/bin/lathe_cuda_bench" ]; then
-  BUNDLE=${LATHE_GPU_BUNDLE:-.devbin/lathe-gpu.tar.xz}
-  [ -f "$BUNDLE" ] || { log "no $BUNDLE: run scripts/gpu/pack-devbin.sh first"; exit 2; }
-  rm -rf "$DIR" && mkdir -p "$DIR" && xz -dc "$BUNDLE" | tar -C "$DIR" -xf -
-fi
-BIN=$DIR/bin
-export LD_LIBRARY_PATH="$DIR/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+gpu_unpack_bundle bin/lathe_cuda_bench || exit 2
 
 if [ ! -s "$OUT/bounds.txt" ]; then
   timeout 180 "$BIN/lathe_gpu_bounds" > "$OUT/bounds.txt" 2>&1
 fi
-COPY=$(awk '/^bound.copy_bandwidth_GBps/ {print $2}' "$OUT/bounds.txt")
-GEMM=$(awk '/^bound.bf16_gemm_TFLOPs/ {print $2}' "$OUT/bounds.txt")
+gpu_read_bounds "$OUT/bounds.txt"
 SUMMARY=("bounds: device copy ${COPY:-?} GB/s, BF16 GEMM ${GEMM:-?} TFLOP/s")
 
 for q in ${LATHE_QUANT_FORMATS:-none fp8 int8 int4}; do

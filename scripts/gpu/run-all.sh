@@ -31,30 +31,15 @@
 # docs/gpu-notes.md), which pass through to every step.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+. scripts/gpu/lib.sh
 ROOT=$PWD
-OUT=${OUT:-/tmp/lathe-gpu-out}
-mkdir -p "$OUT"
-BUDGET=${LATHE_GPU_BUDGET_S:-540}
+gpu_begin 540
 SKIP=${LATHE_SKIP:-}
-START=$(date +%s)
 LOG="$OUT/run-all.log"
 : > "$LOG"
-log() { echo "[$(date +%H:%M:%S) +$(($(date +%s) - START))s] $*" | tee -a "$LOG"; }
-left() { echo $((BUDGET - ($(date +%s) - START))); }
 SUMMARY=()
 
-BUNDLE=${LATHE_GPU_BUNDLE:-.devbin/lathe-gpu.tar.xz}
-DIR=/tmp/lathe-gpu
-if [ ! -f "$BUNDLE" ]; then
-  log "no $BUNDLE: run scripts/gpu/pack-devbin.sh on the development machine and carry .devbin"
-  exit 2
-fi
-rm -rf "$DIR" && mkdir -p "$DIR" && xz -dc "$BUNDLE" | tar -C "$DIR" -xf -
-BIN=$DIR/bin
-# lib/ holds liblathe_engine.so and the CUDA plugin liblathe_cuda.so side by side: binaries find the
-# engine through LD_LIBRARY_PATH, and the engine loads the plugin from its own folder (set
-# LATHE_CUDA_PLUGIN to use another file).
-export LD_LIBRARY_PATH="$DIR/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+gpu_unpack_bundle || exit 2  # always afresh: this run's bundle, not an earlier call's
 if [ ! -f "$DIR/lib/liblathe_cuda.so" ]; then
   log "the bundle has no lib/liblathe_cuda.so (packed before the CUDA plugin existed?): run scripts/gpu/pack-devbin.sh again"
   exit 2
@@ -102,8 +87,7 @@ log "== lathe_gpu_bounds"
 timeout 180 "$BIN/lathe_gpu_bounds" > "$OUT/bounds.txt" 2>&1
 log "lathe_gpu_bounds exit $?"
 cat "$OUT/bounds.txt" | tee -a "$LOG"
-COPY=$(awk '/^bound.copy_bandwidth_GBps/ {print $2}' "$OUT/bounds.txt")
-GEMM=$(awk '/^bound.bf16_gemm_TFLOPs/ {print $2}' "$OUT/bounds.txt")
+gpu_read_bounds "$OUT/bounds.txt"
 SUMMARY+=("bounds: device copy ${COPY:-?} GB/s (read+write), BF16 GEMM 8192^3 ${GEMM:-?} TFLOP/s")
 
 # 3. GPU tests.

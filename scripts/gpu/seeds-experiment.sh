@@ -12,19 +12,9 @@
 # 1,4,16,64,128,300), LATHE_GPU_BUDGET_S (default 420), OUT.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/lathe-gpu-out}
-mkdir -p "$OUT"
-BUDGET=${LATHE_GPU_BUDGET_S:-420}
-START=$(date +%s)
-left() { echo $((BUDGET - ($(date +%s) - START))); }
-DIR=/tmp/lathe-gpu
-if [ ! -x "$DIR/bin/lathe" ]; then
-  BUNDLE=${LATHE_GPU_BUNDLE:-.devbin/lathe-gpu.tar.xz}
-  [ -f "$BUNDLE" ] || { echo "no $BUNDLE: run scripts/gpu/pack-devbin.sh first"; exit 2; }
-  rm -rf "$DIR" && mkdir -p "$DIR" && xz -dc "$BUNDLE" | tar -C "$DIR" -xf -
-fi
-BIN=$DIR/bin
-export LD_LIBRARY_PATH="$DIR/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+. scripts/gpu/lib.sh
+gpu_begin 420
+gpu_unpack_bundle bin/lathe || exit 2
 PORT=${LATHE_SWEEP_PORT:-8766}
 MODEL=benchmarks/configs/qwen2.5-7b
 LEVELS=${LATHE_SEEDS_LEVELS:-1,4,16,64,128,300}
@@ -37,15 +27,7 @@ for q in ${LATHE_SEEDS_VARIANTS:-none fp8 int4}; do
   "$BIN/lathe" serve "$MODEL" --load-format dummy --device cuda --port "$PORT" "${args[@]}" \
     --max-model-len 2048 --served-model-name qwen2.5-7b-dummy > "$OUT/seeds-serve-$q.log" 2>&1 &
   SERVER=$!
-  up=0
-  for _ in $(seq 1 150); do
-    if python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$PORT/health', timeout=1)" 2>/dev/null; then
-      up=1; break
-    fi
-    kill -0 $SERVER 2>/dev/null || break
-    sleep 1
-  done
-  if [ $up = 0 ]; then
+  if ! gpu_wait_health "$PORT" $SERVER 150; then
     echo "seeds $q: lathe serve did not come up: $(tail -3 "$OUT/seeds-serve-$q.log" | tr '\n' ' ')" | tee -a "$OUT/seeds-summary.txt"
     kill -TERM $SERVER 2>/dev/null; wait $SERVER 2>/dev/null
     continue

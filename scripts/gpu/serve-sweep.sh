@@ -6,6 +6,7 @@
 # Levels 1..128 send 32 prompts (at least the level); level 256 sends 768 so the throughput is a
 # steady state comparable with `lathe bench throughput`.
 set -uo pipefail
+. "$(dirname "$0")/lib.sh"
 BIN=$1
 OUT=$2
 PORT=${LATHE_SWEEP_PORT:-8765}
@@ -13,13 +14,10 @@ MODEL=benchmarks/configs/llama-3.1-8b
 "$BIN/lathe" serve "$MODEL" --load-format dummy --device cuda --port "$PORT" \
   --served-model-name llama-3.1-8b-dummy > "$OUT/serve.log" 2>&1 &
 SERVER=$!
-for _ in $(seq 1 120); do
-  if python3 -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:$PORT/health', timeout=1)" 2>/dev/null; then
-    break
-  fi
-  kill -0 $SERVER 2>/dev/null || { echo "serve-sweep: lathe serve exited early"; tail -5 "$OUT/serve.log"; exit 1; }
-  sleep 1
-done
+gpu_wait_health "$PORT" $SERVER 120
+if [ $? = 1 ]; then
+  echo "serve-sweep: lathe serve exited early"; tail -5 "$OUT/serve.log"; exit 1
+fi
 COMMON=(--base-url "http://127.0.0.1:$PORT" --model llama-3.1-8b-dummy --endpoint /v1/completions
         --dataset random --input-len 1024 --output-len 128 --ignore-eos --no-progress --seed 1)
 timeout 240 "$BIN/lathe" bench serve "${COMMON[@]}" --num-prompts 32 --sweep-concurrency 1,4,16,64,128 \

@@ -29,9 +29,8 @@ if [ "${1:-}" = "--receive" ]; then
   exit
 fi
 
-if [ -n "${LATHE_MODEL_DIR:-}" ]; then SRC=$LATHE_MODEL_DIR/$FILE
-elif [ -n "${XDG_CACHE_HOME:-}" ]; then SRC=$XDG_CACHE_HOME/lathe/models/$FILE
-else SRC=$HOME/.cache/lathe/models/$FILE; fi
+. scripts/cache-dir.sh
+SRC=$(lathe_cache_dir LATHE_MODEL_DIR models)/$FILE
 [ -f "$SRC" ] || ./scripts/fetch-default-model.sh
 mkdir -p "$OUTDIR"
 if [ ! -f "$OUTDIR/model.xz" ] || [ "$SRC" -nt "$OUTDIR/model.xz" ]; then

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "engine/core/dtype.h"
 #include "engine/core/half.h"
 #include "engine/core/mapped_file.h"
+#include "engine/core/status_guard.h"
 #include "engine/core/strings.h"
 #include "engine/core/thread_pool.h"
 #include "test_support.h"
@@ -179,6 +181,31 @@ class CoreTest : public QObject {
     in >> text;
     QCOMPARE(text, std::string("new"));
     QVERIFY(remove_stale_temporaries(base).empty());  // nothing left to remove
+  }
+
+  // call_catching (status_guard.h): a result passes through; std::bad_alloc becomes kOutOfMemory,
+  // any other exception kInternal, each message naming the call and what was thrown.
+  void exceptions_become_errors_at_the_boundary() {
+    const Result<int> seven = call_catching("the seven", []() -> Result<int> { return 7; });
+    QVERIFY(seven.is_ok());
+    QCOMPARE(seven.value(), 7);
+    const Status passed =
+        call_catching("the step", []() -> Status { return invalid_argument("bad input"); });
+    QCOMPARE(static_cast<int>(passed.code()), static_cast<int>(ErrorCode::kInvalidArgument));
+    QCOMPARE(passed.message(), std::string("bad input"));
+
+    const Result<int> oom =
+        call_catching("the step", []() -> Result<int> { throw std::bad_alloc(); });
+    QCOMPARE(static_cast<int>(oom.status().code()), static_cast<int>(ErrorCode::kOutOfMemory));
+    QVERIFY2(oom.status().message().find("the step ran out of host memory") == 0,
+             oom.status().message().c_str());
+    const Status thrown = call_catching(
+        "creating the runner", []() -> Status { throw std::runtime_error("flashinfer: no plan"); });
+    QCOMPARE(static_cast<int>(thrown.code()), static_cast<int>(ErrorCode::kInternal));
+    QCOMPARE(thrown.message(), std::string("creating the runner threw flashinfer: no plan"));
+    const Status odd = call_catching("the step", []() -> Status { throw 42; });
+    QCOMPARE(static_cast<int>(odd.code()), static_cast<int>(ErrorCode::kInternal));
+    QVERIFY(odd.message().find("not a std::exception") != std::string::npos);
   }
 };
 

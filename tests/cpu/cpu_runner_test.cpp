@@ -9,6 +9,7 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QTemporaryDir>
 
 #include <algorithm>
 #include <cmath>
@@ -434,6 +435,27 @@ class CpuRunnerTest : public QObject {
                         [](float v) { return std::isfinite(v) && std::abs(v) < 10; }));
     QVERIFY(a == b);
     QVERIFY(a != c);
+  }
+
+  // Dummy weights larger than the machine's RAM (Llama-3.1-70B's shape with 20,000 layers: about
+  // 33 TiB) are refused before anything is allocated, with the numbers and what to do.
+  void dummy_weights_larger_than_ram_are_refused_with_the_numbers() {
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const std::string path = test::config_with_layers(
+        test::fixture_path("../../benchmarks/configs/llama-3.1-70b"), dir.path(), 20000);
+    QVERIFY(!path.empty());
+    LoadOptions lo;
+    lo.load_format = LoadFormat::kDummy;
+    lo.load_tokenizer = false;
+    Result<LoadedModel> model = load_model(path, lo);
+    LATHE_QVERIFY_RESULT(model);
+    Result<std::unique_ptr<ModelRunner>> r = create_cpu_model_runner(*model, CpuRunnerOptions{});
+    QVERIFY(!r.is_ok());
+    QCOMPARE(static_cast<int>(r.status().code()), static_cast<int>(ErrorCode::kOutOfMemory));
+    const std::string msg = r.status().message();
+    QVERIFY2(msg.find("TiB of RAM, more than the machine's") != std::string::npos, msg.c_str());
+    QVERIFY2(msg.find("use a quantized format") != std::string::npos, msg.c_str());
   }
 
   void memory_info_describes_the_cpu() {

@@ -27,6 +27,7 @@
 #include "engine/backend/cuda/swiglu.h"
 #include "engine/core/thread_pool.h"
 #include "engine/model/model_config.h"
+#include "rope_kv_test_util.h"
 #include "test_support.h"
 
 using namespace lathe;
@@ -219,35 +220,18 @@ class CudaOpsTest : public QObject {
       LATHE_CUDA_CHECK(cudaDeviceSynchronize());
 
       // CPU: split, bias, per-head norm, rope, write_kv (the CPU runner's order).
-      std::vector<float> q(n * hq * d), k(n * hkv * d), v(n * hkv * d);
-      for (int64_t i = 0; i < n; ++i) {
-        for (int64_t j = 0; j < hq * d; ++j)
-          q[i * hq * d + j] = qkv[i * row + j] + (bias ? qb[j] : 0.f);
-        for (int64_t j = 0; j < hkv * d; ++j)
-          k[i * hkv * d + j] = qkv[i * row + hq * d + j] + (bias ? kb[j] : 0.f);
-        for (int64_t j = 0; j < hkv * d; ++j)
-          v[i * hkv * d + j] = qkv[i * row + (hq + hkv) * d + j] + (bias ? vb[j] : 0.f);
-      }
-      if (qk_norm) {
-        cpu::rms_norm(q.data(), qn.data(), n * hq, d, 1e-6f, q.data());
-        cpu::rms_norm(k.data(), kn.data(), n * hkv, d, 1e-6f, k.data());
-      }
-      cpu::rope(q.data(), pos.data(), n, hq, d, inv, rs);
-      cpu::rope(k.data(), pos.data(), n, hkv, d, inv, rs);
-      std::vector<float> kc(cache_elems, 0.25f), vc(cache_elems, 0.25f);
-      cpu::KvLayerView view;
-      view.k = kc.data();
-      view.v = vc.data();
-      view.block_size = block_size;
-      view.num_kv_heads = hkv;
-      view.head_dim = d;
-      cpu::write_kv(k.data(), v.data(), slot_ids.data(), n, view);
+      const RopeKvShape shape{hq, hkv, d, block_size, num_blocks};
+      RopeKvHostExtras extras;
+      if (bias) extras.q_bias = qb, extras.k_bias = kb, extras.v_bias = vb;
+      if (qk_norm) extras.q_norm = qn, extras.k_norm = kn;
+      extras.eps = 1e-6f;
+      const RopeKvReference ref = cpu_qkv_rope_kv(qkv, n, shape, extras, inv, rs, pos, slot_ids);
 
       const auto [gq, gk] = split_qk(download16(t, d_qkv, n * row), n, hq, hkv, d);
-      LATHE_QVERIFY_REL(gq, q, out_tol(t));
-      LATHE_QVERIFY_REL(gk, k, out_tol(t));
-      LATHE_QVERIFY_REL(download16(t, d_kc, cache_elems), kc, out_tol(t));
-      LATHE_QVERIFY_REL(download16(t, d_vc, cache_elems), vc, out_tol(t));
+      LATHE_QVERIFY_REL(gq, ref.q, out_tol(t));
+      LATHE_QVERIFY_REL(gk, ref.k, out_tol(t));
+      LATHE_QVERIFY_REL(download16(t, d_kc, cache_elems), ref.k_cache, out_tol(t));
+      LATHE_QVERIFY_REL(download16(t, d_vc, cache_elems), ref.v_cache, out_tol(t));
     }
   }
 
@@ -483,25 +467,10 @@ class CudaOpsTest : public QObject {
         x = round_to(t, x);
         cpu::linear(x.data(), m, wv, nullptr, qkv.data(), ThreadPool::global());
         qkv = round_to(t, qkv);
-        std::vector<float> q(m * hq * d), kk(m * hkv * d), v(m * hkv * d);
-        for (int64_t i = 0; i < m; ++i) {
-          for (int64_t j = 0; j < hq * d; ++j)
-            q[i * hq * d + j] = qkv[i * n + j] + (bias ? qb[j] : 0.f);
-          for (int64_t j = 0; j < hkv * d; ++j) {
-            kk[i * hkv * d + j] = qkv[i * n + hq * d + j] + (bias ? kb[j] : 0.f);
-            v[i * hkv * d + j] = qkv[i * n + (hq + hkv) * d + j] + (bias ? vb[j] : 0.f);
-          }
-        }
-        cpu::rope(q.data(), pos.data(), m, hq, d, inv, rs);
-        cpu::rope(kk.data(), pos.data(), m, hkv, d, inv, rs);
-        std::vector<float> kc(cache_elems, 0.25f), vc(cache_elems, 0.25f);
-        cpu::KvLayerView view;
-        view.k = kc.data();
-        view.v = vc.data();
-        view.block_size = block_size;
-        view.num_kv_heads = hkv;
-        view.head_dim = d;
-        cpu::write_kv(kk.data(), v.data(), slot_ids.data(), m, view);
+        RopeKvHostExtras extras;
+        if (bias) extras.q_bias = qb, extras.k_bias = kb, extras.v_bias = vb;
+        const RopeKvReference ref = cpu_qkv_rope_kv(qkv, m, {hq, hkv, d, block_size, num_blocks},
+                                                    extras, inv, rs, pos, slot_ids);
 
         Dev d_pos = Dev::from(pos), d_slot_ids = Dev::from(slot_ids),
             d_y = Dev::poisoned(m * n * 2);
@@ -531,10 +500,10 @@ class CudaOpsTest : public QObject {
         LATHE_QVERIFY_OK(cuda::decode_gemv(a, nullptr));
         LATHE_CUDA_CHECK(cudaDeviceSynchronize());
         const auto [gq, gk] = split_qk(download16(t, d_y, m * n), m, hq, hkv, d);
-        LATHE_QVERIFY_REL(gq, q, out_tol(t));
-        LATHE_QVERIFY_REL(gk, kk, out_tol(t));
-        LATHE_QVERIFY_REL(download16(t, d_kc, cache_elems), kc, out_tol(t));
-        LATHE_QVERIFY_REL(download16(t, d_vc, cache_elems), vc, out_tol(t));
+        LATHE_QVERIFY_REL(gq, ref.q, out_tol(t));
+        LATHE_QVERIFY_REL(gk, ref.k, out_tol(t));
+        LATHE_QVERIFY_REL(download16(t, d_kc, cache_elems), ref.k_cache, out_tol(t));
+        LATHE_QVERIFY_REL(download16(t, d_vc, cache_elems), ref.v_cache, out_tol(t));
       }
     }
   }
@@ -566,44 +535,17 @@ class CudaOpsTest : public QObject {
         for (int64_t d : {int64_t{64}, int64_t{128}}) {
           const int64_t n = (hq + 2 * hkv) * d;
           Dev d_w = Dev::from(encode16(t, random_floats(n * k, 43, -0.05f, 0.05f)));
-          std::vector<float> inv(d / 2);
-          for (int64_t i = 0; i < d / 2; ++i)
-            inv[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / d));
-          Dev d_inv = Dev::from(inv), d_qb = Dev::from(random_floats(hq * d, 44)),
-              d_kb = Dev::from(random_floats(hkv * d, 45)),
-              d_vb = Dev::from(random_floats(hkv * d, 46));
-          std::vector<int32_t> pos = {7, 1023, 31000, 2};
-          std::vector<int64_t> slot_ids = {5, -1, 77, 12};
-          pos.resize(m), slot_ids.resize(m);
-          Dev d_pos = Dev::from(pos), d_slots = Dev::from(slot_ids);
+          const RopeKvShape shape{hq, hkv, d, static_cast<int32_t>(block_size), num_blocks};
+          const RopeKvDeviceInputs in = rope_kv_device_inputs(shape, m);
           for (RopeStyle rs : {RopeStyle::kNeox, RopeStyle::kInterleaved}) {
             for (bool bias : {false, true}) {
-              const std::vector<uint16_t> fill =
-                  encode16(t, std::vector<float>(cache_elems, 0.25f));
-              Dev kc_ref = Dev::from(fill), vc_ref = Dev::from(fill), kc = Dev::from(fill),
-                  vc = Dev::from(fill);
+              RopeKvCaches c = rope_kv_caches(t, cache_elems);
               Dev y_ref = Dev::poisoned(m * n * 2), y = Dev::poisoned(m * n * 2);
               LATHE_QVERIFY_OK(cuda::gemv(t, t, d_x.get(), d_w.get(), y_ref.get(), m, n, k, st));
-              cuda::QkvRopeKvArgs rk;
-              rk.qkv = y_ref.get();
-              rk.num_tokens = m, rk.num_heads = hq, rk.num_kv_heads = hkv, rk.head_dim = d;
-              rk.positions = d_pos.as<int32_t>();
-              rk.inv_freq = d_inv.as<float>();
-              rk.style = rs;
-              if (bias)
-                rk.q_bias = d_qb.as<float>(), rk.k_bias = d_kb.as<float>(),
-                rk.v_bias = d_vb.as<float>();
-              rk.k_cache = kc_ref.get(), rk.v_cache = vc_ref.get();
-              rk.slot_mapping = d_slots.as<int64_t>();
-              rk.dtype = t;
-              rk.kv_dtype = t;
+              const cuda::QkvRopeKvArgs rk = qkv_rope_kv_args(y_ref.get(), m, shape, in, rs, bias,
+                                                              c.k_ref.get(), c.v_ref.get(), t);
               LATHE_QVERIFY_OK(cuda::qkv_rope_kv(rk, st));
-              cuda::GemvRopeKv rp;
-              rp.num_heads = hq, rp.num_kv_heads = hkv, rp.head_dim = static_cast<int32_t>(d);
-              rp.positions = rk.positions, rp.inv_freq = rk.inv_freq, rp.style = rs;
-              rp.q_bias = rk.q_bias, rp.k_bias = rk.k_bias, rp.v_bias = rk.v_bias;
-              rp.k_cache = kc.get(), rp.v_cache = vc.get(), rp.slot_mapping = rk.slot_mapping;
-              rp.kv_dtype = t;
+              const cuda::GemvRopeKv rp = gemv_rope_kv_like(rk, c.k.get(), c.v.get());
               LATHE_QVERIFY_OK(cuda::gemv(t, t, d_x.get(), d_w.get(), y.get(), m, n, k, st,
                                           cuda::GemvOutput::kRopeKv, rp));
               LATHE_CUDA_CHECK(cudaStreamSynchronize(st));
@@ -612,12 +554,8 @@ class CudaOpsTest : public QObject {
                                        .arg(d)
                                        .arg(static_cast<int>(rs))
                                        .arg(bias);
-              QVERIFY2(y.download<uint16_t>(m * n) == y_ref.download<uint16_t>(m * n),
-                       qPrintable(what));
-              QVERIFY2(kc.download<uint16_t>(cache_elems) == kc_ref.download<uint16_t>(cache_elems),
-                       qPrintable(what));
-              QVERIFY2(vc.download<uint16_t>(cache_elems) == vc_ref.download<uint16_t>(cache_elems),
-                       qPrintable(what));
+              const QString diff = rope_kv_bit_difference(y, y_ref, m * n, c, cache_elems);
+              QVERIFY2(diff.isEmpty(), qPrintable(what + diff));
             }
           }
         }

@@ -22,6 +22,7 @@
 #include <QtTest>
 
 #include <QFile>
+#include <QTemporaryDir>
 
 #include <algorithm>
 #include <cmath>
@@ -420,6 +421,50 @@ class CudaRunnerTest : public QObject {
              r.status().message().c_str());
     QVERIFY2(r.status().message().find("use --max-model-len <=") != std::string::npos,
              r.status().message().c_str());
+  }
+
+  // Weights that do not fit are refused before they are allocated, with the numbers and what to
+  // do: Llama-3.1-70B's shape with 20,000 layers (about 31 TiB) exceeds what is free on any GPU;
+  // Llama-3.1-8B's 15 GiB exceed what --gpu-memory-utilization 0.05 leaves on a GPU of < 300 GiB.
+  void weights_that_do_not_fit_are_refused_with_the_numbers() {
+    LATHE_REQUIRE_GPU();
+    LoadOptions lo;
+    lo.load_format = LoadFormat::kDummy;
+    lo.load_tokenizer = false;
+    QTemporaryDir dir;
+    QVERIFY(dir.isValid());
+    const std::string huge = config_with_layers(
+        fixture_path("../../benchmarks/configs/llama-3.1-70b"), dir.path(), 20000);
+    QVERIFY(!huge.empty());
+    auto m = load_model(huge, lo);
+    LATHE_QVERIFY_RESULT(m);
+    CudaRunnerOptions o;
+    o.max_num_seqs = 4;
+    o.max_num_batched_tokens = 256;
+    o.max_model_len = 1024;
+    auto r = create_cuda_model_runner(m.value(), o);
+    QVERIFY(!r.is_ok());
+    QCOMPARE(static_cast<int>(r.status().code()), static_cast<int>(ErrorCode::kOutOfMemory));
+    QVERIFY2(r.status().message().find("TiB on ") != std::string::npos &&
+                 r.status().message().find("the weights alone do not fit") != std::string::npos,
+             r.status().message().c_str());
+
+    auto m8 = load_model(fixture_path("../../benchmarks/configs/llama-3.1-8b"), lo);
+    LATHE_QVERIFY_RESULT(m8);
+    o.gpu_memory_utilization = 0.05;
+    auto r8 = create_cuda_model_runner(m8.value(), o);
+    QVERIFY(!r8.is_ok());
+    QCOMPARE(static_cast<int>(r8.status().code()), static_cast<int>(ErrorCode::kOutOfMemory));
+    QVERIFY2(
+        r8.status().message().find("more than --gpu-memory-utilization 0.05 leaves") !=
+                std::string::npos &&
+            r8.status().message().find("raise --gpu-memory-utilization above") != std::string::npos,
+        r8.status().message().c_str());
+    // Nothing was left behind: a model that fits still loads on the device.
+    auto small = load_fixture("llama3_untied_bf16");
+    LATHE_QVERIFY_RESULT(small);
+    o.gpu_memory_utilization = 0.5;
+    LATHE_QVERIFY_RESULT(create_cuda_model_runner(small.value(), o));
   }
 };
 

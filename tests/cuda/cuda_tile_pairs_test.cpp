@@ -15,6 +15,7 @@
 #include "engine/backend/cuda/quant_linear.h"
 #include "engine/backend/cuda/quant_tile_plan.h"
 #include "engine/backend/cuda/swiglu.h"
+#include "rope_kv_test_util.h"
 #include "test_support.h"
 
 using namespace lathe;
@@ -239,44 +240,17 @@ class CudaTilePairsTest : public QObject {
               QVERIFY2(y.download<uint8_t>(m * n * bytes) == y_ref.download<uint8_t>(m * n * bytes),
                        qPrintable(what + " store"));
             }
-            std::vector<float> inv(d / 2);
-            for (int64_t i = 0; i < d / 2; ++i)
-              inv[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / d));
-            Dev d_inv = Dev::from(inv), d_qb = Dev::from(random_floats(hq * d, 44)),
-                d_kb = Dev::from(random_floats(hkv * d, 45)),
-                d_vb = Dev::from(random_floats(hkv * d, 46));
-            std::vector<int32_t> pos = {7, 1023, 31000, 2, 5, 6, 9, 100};
-            std::vector<int64_t> slot_ids = {5, -1, 77, 12, 0, 1, 2, 3};
-            pos.resize(m), slot_ids.resize(m);
-            Dev d_pos = Dev::from(pos), d_slots = Dev::from(slot_ids);
+            const RopeKvShape shape{hq, hkv, d, static_cast<int32_t>(block_size), num_blocks};
+            const RopeKvDeviceInputs in = rope_kv_device_inputs(shape, m);
             for (RopeStyle rs : {RopeStyle::kNeox, RopeStyle::kInterleaved}) {
               for (bool bias : {false, true}) {
-                const std::vector<uint16_t> fill =
-                    encode16(t, std::vector<float>(cache_elems, 0.25f));
-                Dev kc_ref = Dev::from(fill), vc_ref = Dev::from(fill), kc = Dev::from(fill),
-                    vc = Dev::from(fill);
+                RopeKvCaches c = rope_kv_caches(t, cache_elems);
                 Dev y_ref = Dev::poisoned(m * n * 2), y = Dev::poisoned(m * n * 2);
                 LATHE_QVERIFY_OK(per_part(w, t, d_x.get(), t, y_ref.get(), m, st));
-                cuda::QkvRopeKvArgs rk;
-                rk.qkv = y_ref.get();
-                rk.num_tokens = m, rk.num_heads = hq, rk.num_kv_heads = hkv, rk.head_dim = d;
-                rk.positions = d_pos.as<int32_t>();
-                rk.inv_freq = d_inv.as<float>();
-                rk.style = rs;
-                if (bias)
-                  rk.q_bias = d_qb.as<float>(), rk.k_bias = d_kb.as<float>(),
-                  rk.v_bias = d_vb.as<float>();
-                rk.k_cache = kc_ref.get(), rk.v_cache = vc_ref.get();
-                rk.slot_mapping = d_slots.as<int64_t>();
-                rk.dtype = t;
-                rk.kv_dtype = t;
+                const cuda::QkvRopeKvArgs rk = qkv_rope_kv_args(y_ref.get(), m, shape, in, rs, bias,
+                                                                c.k_ref.get(), c.v_ref.get(), t);
                 LATHE_QVERIFY_OK(cuda::qkv_rope_kv(rk, st));
-                cuda::GemvRopeKv rp =
-                    rope_of(static_cast<int>(hq), static_cast<int>(hkv), static_cast<int>(d), rs);
-                rp.positions = rk.positions, rp.inv_freq = rk.inv_freq;
-                rp.q_bias = rk.q_bias, rp.k_bias = rk.k_bias, rp.v_bias = rk.v_bias;
-                rp.k_cache = kc.get(), rp.v_cache = vc.get(), rp.slot_mapping = rk.slot_mapping;
-                rp.kv_dtype = t;
+                const cuda::GemvRopeKv rp = gemv_rope_kv_like(rk, c.k.get(), c.v.get());
                 QVERIFY(disp.takes_epilogue(w, m, cuda::GemvOutput::kRopeKv, &rp));
                 LATHE_QVERIFY_OK(
                     disp.run(w, t, d_x.get(), y.get(), m, st, cuda::GemvOutput::kRopeKv, rp));
@@ -284,14 +258,8 @@ class CudaTilePairsTest : public QObject {
                 const QString rw =
                     what +
                     QString(" d=%1 style=%2 bias=%3").arg(d).arg(static_cast<int>(rs)).arg(bias);
-                QVERIFY2(y.download<uint16_t>(m * n) == y_ref.download<uint16_t>(m * n),
-                         qPrintable(rw));
-                QVERIFY2(
-                    kc.download<uint16_t>(cache_elems) == kc_ref.download<uint16_t>(cache_elems),
-                    qPrintable(rw + " k cache"));
-                QVERIFY2(
-                    vc.download<uint16_t>(cache_elems) == vc_ref.download<uint16_t>(cache_elems),
-                    qPrintable(rw + " v cache"));
+                const QString diff = rope_kv_bit_difference(y, y_ref, m * n, c, cache_elems);
+                QVERIFY2(diff.isEmpty(), qPrintable(rw + diff));
               }
             }
           }

@@ -372,6 +372,27 @@ class EngineTest : public QObject {
     LATHE_VERIFY_NO_LEAKS(*m.engine);
   }
 
+  // An exception from the runner (std::bad_alloc here; a third-party kernel library's exception on
+  // a GPU) is the step's error, not the process's end: the step's requests finish with an error
+  // that says what happened and the engine serves the next request.
+  void a_runner_exception_ends_the_step_with_errors_and_the_engine_goes_on() {
+    test::FakeRunnerOptions ro;
+    ro.throw_at_step = 2;
+    Made m = make_engine(ro);
+    test::Collected a;
+    LATHE_SUBMIT_OK(m.engine->submit(spec(prompt_of(10), 10), a.callback()));
+    QVERIFY(a.wait());
+    QCOMPARE(a.last.finish_reason, FinishReason::kError);
+    QVERIFY2(a.last.error.find("the model step ran out of host memory") != std::string::npos,
+             a.last.error.c_str());
+    test::Collected after;
+    LATHE_SUBMIT_OK(m.engine->submit(spec(prompt_of(10), 5), after.callback()));
+    QVERIFY(after.wait());
+    QCOMPARE(after.last.finish_reason, FinishReason::kLength);
+    QCOMPARE(m.engine->metrics().snapshot().requests_finished_error, int64_t{1});
+    LATHE_VERIFY_NO_LEAKS(*m.engine);
+  }
+
   void a_throwing_callback_does_not_stop_the_engine() {
     Made m = make_engine();
     LATHE_SUBMIT_OK(m.engine->submit(spec(prompt_of(5), 3),

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <new>
 #include <optional>
 #include <span>
 #include <string>
@@ -33,6 +34,7 @@ struct FakeRunnerOptions {
   int32_t force_token_at = -1;  // output index at which every sequence produces force_token
   TokenId force_token = 2;
   int64_t fail_at_step = -1;    // execute() number (1-based) that returns an error
+  int64_t throw_at_step = -1;   // execute() number (1-based) that throws std::bad_alloc
   bool verifies_drafts = true;  // verifies_draft_tokens()
 };
 
@@ -58,6 +60,7 @@ class FakeModelRunner : public ModelRunner {
     if (options_.step_delay_ms > 0)
       std::this_thread::sleep_for(std::chrono::milliseconds(options_.step_delay_ms));
     if (num_steps_ == options_.fail_at_step) return internal_error("fake runner: injected failure");
+    if (num_steps_ == options_.throw_at_step) throw std::bad_alloc();
     // Lookahead bookkeeping, as a GPU runner would: was this step the one predicted after the
     // previous step (ModelInput::next_step_continues, next_decode_input.h)?
     if (expected_) {

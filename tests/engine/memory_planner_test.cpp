@@ -70,6 +70,65 @@ class MemoryPlannerTest : public QObject {
     for (std::thread& t : threads) t.join();
     QCOMPARE(p.reserved(), int64_t{400});
   }
+
+  // check_weights_fit: weights that fit pass; weights over what is free say so with the numbers
+  // and that only a quantized format or a smaller model helps; weights over the utilization's
+  // budget (but not over what is free) name the utilization that would hold them; in RAM, only the
+  // machine's size bounds them.
+  void weights_that_do_not_fit_are_refused_with_the_numbers() {
+    WeightFit f;
+    f.model = "Llama-3.1-70B";
+    f.device = "NVIDIA H200";
+    f.total_bytes = 140 * kGiB;
+    f.free_bytes = 139 * kGiB;
+    f.utilization = 0.9;
+    f.budget_bytes = 126 * kGiB;
+    f.weight_bytes = 100 * kGiB;
+    QVERIFY(check_weights_fit(f).is_ok());
+
+    f.weight_bytes = 150 * kGiB;
+    Status s = check_weights_fit(f);
+    QCOMPARE(static_cast<int>(s.code()), static_cast<int>(ErrorCode::kOutOfMemory));
+    QCOMPARE(s.message(),
+             std::string("the weights of Llama-3.1-70B need 150 GiB on NVIDIA H200, but 139 GiB of "
+                         "its 140 GiB are free; use a quantized format (a GPTQ, AWQ, FP8 "
+                         "or GGUF checkpoint of the model, or --quantization int4, int8 or fp8) or "
+                         "a smaller model, or free the GPU of other processes (neither a smaller "
+                         "--max-model-len nor a higher --gpu-memory-utilization helps: the weights "
+                         "alone do not fit)"));
+
+    f.weight_bytes = 131 * kGiB;  // free, but over 0.9's budget: 0.9 + 5/140 = 0.936 -> 0.94
+    s = check_weights_fit(f);
+    QCOMPARE(static_cast<int>(s.code()), static_cast<int>(ErrorCode::kOutOfMemory));
+    QVERIFY2(s.message().find("need 131 GiB on NVIDIA H200, more than --gpu-memory-utilization "
+                              "0.90 leaves for this model (126 GiB of 140 GiB); raise "
+                              "--gpu-memory-utilization above 0.94") != std::string::npos,
+             s.message().c_str());
+    QVERIFY(s.message().find("or use a quantized format") != std::string::npos);
+
+    // A second model that the first leaves little: no utilization below 1 holds it.
+    f.budget_bytes = 2 * kGiB;
+    f.weight_bytes = 16 * kGiB;
+    f.free_bytes = 20 * kGiB;
+    f.utilization = 0.95;
+    s = check_weights_fit(f);
+    QVERIFY2(s.message().find("; use a quantized format") != std::string::npos,
+             s.message().c_str());
+    QVERIFY(s.message().find("raise") == std::string::npos);
+
+    WeightFit ram;
+    ram.model = "Llama-3.1-70B";
+    ram.device = "RAM";
+    ram.total_bytes = 16 * kGiB;
+    ram.weight_bytes = 131 * kGiB;
+    s = check_weights_fit(ram);
+    QCOMPARE(static_cast<int>(s.code()), static_cast<int>(ErrorCode::kOutOfMemory));
+    QVERIFY2(s.message().find("the weights of Llama-3.1-70B need 131 GiB of RAM, more than the "
+                              "machine's 16.0 GiB; use a quantized format") == 0,
+             s.message().c_str());
+    ram.weight_bytes = 15 * kGiB;
+    QVERIFY(check_weights_fit(ram).is_ok());
+  }
 };
 
 QTEST_GUILESS_MAIN(MemoryPlannerTest)

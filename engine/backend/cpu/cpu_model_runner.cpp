@@ -15,6 +15,7 @@
 #include "engine/model/layer_weights.h"
 #include "engine/model/weight_scheme.h"
 #include "engine/runtime/draft_acceptance.h"
+#include "engine/runtime/memory_planner.h"
 #include "engine/runtime/model_input_check.h"
 #include "engine/runtime/parallel.h"
 #include "engine/runtime/sampler.h"
@@ -63,6 +64,17 @@ Result<std::unique_ptr<CpuModelRunner>> CpuModelRunner::create(const LoadedModel
   r->plan_ = make_forward_plan(model.config, options.parallel.world_size);
   r->pool_ = std::make_unique<ThreadPool>(options.num_threads);
   if (model.format == ModelFormat::kDummy) {
+    if (model.online_quantization == OnlineQuant::kNone) {
+      // Random weights are written, so every byte needs RAM: refuse what the machine cannot hold
+      // before the allocation (the OS would overcommit and kill the process later).
+      WeightFit fit;
+      fit.model = display_name(model);
+      fit.device = "RAM";
+      fit.weight_bytes =
+          model.config.num_parameters() * (model.config.weight_dtype == DType::kF32 ? 4 : 2);
+      fit.total_bytes = physical_ram_bytes();
+      if (fit.total_bytes > 0) LATHE_RETURN_IF_ERROR(check_weights_fit(fit));
+    }
     try {
       LATHE_RETURN_IF_ERROR(r->init_dummy_weights(options, model.online_quantization));
     } catch (const std::bad_alloc&) {

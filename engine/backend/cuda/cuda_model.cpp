@@ -89,9 +89,22 @@ Status CudaModel::init(const LoadedModel& model) {
   hooks_ = fused_decode_test_hooks();
 
   const auto t0 = std::chrono::steady_clock::now();
+  // The weights must fit in what is free and in this model's share under
+  // --gpu-memory-utilization; asked before they are allocated, so the error has the numbers.
+  auto check_fits = [&](int64_t bytes) -> Status {
+    WeightFit fit;
+    fit.model = config_.name.empty() ? std::string("the model") : config_.name;
+    fit.device = props().name;
+    fit.weight_bytes = bytes;
+    LATHE_ASSIGN_OR_RETURN(fit.free_bytes, ctx_->free_bytes());
+    fit.total_bytes = props().total_bytes;
+    fit.budget_bytes = ctx_->memory_planner().budget(options_.gpu_memory_utilization);
+    fit.utilization = options_.gpu_memory_utilization;
+    return check_weights_fit(fit);
+  };
   LATHE_ASSIGN_OR_RETURN(
       weights_, upload_weights(model, options_.dtype, options_.dummy_seed, options_.parallel,
-                               sw.native_formats, sw.int4_tiles, ctx_->stream()));
+                               sw.native_formats, sw.int4_tiles, ctx_->stream(), check_fits));
   // FP8 weights: W8A16 in the bandwidth-bound decode products (batch <= 8) and, above, W8A8 on FP8
   // tensor cores where the GPU has them (compute capability 8.9+); said once in words either way,
   // as users of other engines are caught out by a silent downgrade.

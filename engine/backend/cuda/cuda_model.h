@@ -58,6 +58,7 @@ struct CudaModelOptions {
   int32_t max_model_len = 0;     // tokens per sequence
   int32_t block_size = 16;       // KV tokens per block
   uint64_t dummy_seed = 0;
+  double gpu_memory_utilization = 0.9;  // the weights must fit in this share (check_weights_fit)
   CudaSwitches switches;
   ParallelConfig parallel;
 };

@@ -77,6 +77,7 @@ Status CudaModelRunner::init(const LoadedModel& model, const CudaRunnerOptions& 
   mo.max_model_len = max_model_len_;
   mo.block_size = block_size_;
   mo.dummy_seed = o.dummy_seed;
+  mo.gpu_memory_utilization = o.gpu_memory_utilization;
   mo.switches = o.switches;
   mo.parallel = o.parallel;
   LATHE_ASSIGN_OR_RETURN(model_, CudaModel::create(model, mo, ctx_));

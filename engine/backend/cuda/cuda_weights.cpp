@@ -159,7 +159,8 @@ Result<ProjectionStorage> plan_projection(const LinearGroup* g, int64_t n, int64
 
 Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint64_t dummy_seed,
                                      const ParallelConfig& parallel, bool native_formats,
-                                     bool int4_tiles, cudaStream_t stream) {
+                                     bool int4_tiles, cudaStream_t stream,
+                                     const std::function<Status(int64_t)>& check_fits) {
   if (!is_act_dtype(dtype)) return invalid_argument("the CUDA backend computes in bf16 or f16");
   LATHE_RETURN_IF_ERROR(require_single_rank(parallel, "the CUDA backend"));
   const ModelConfig& c = model.config;
@@ -254,6 +255,7 @@ Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint
     }
   }
 
+  if (check_fits) LATHE_RETURN_IF_ERROR(check_fits(lay.bytes));
   DeviceWeights w;
   w.dtype = dtype;
   LATHE_RETURN_IF_ERROR(w.storage.allocate(lay.bytes, "model weights"));

@@ -21,6 +21,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -101,9 +102,12 @@ Result<ProjectionStorage> plan_projection(const LinearGroup* g, int64_t n, int64
 // `dummy_seed` is used for ModelFormat::kDummy only. World size 1 only (parallel). native_formats:
 // projections with a quantized part keep their stored formats (else every projection is uploaded
 // dense, GGUF blocks dequantized). int4_tiles: 4-bit codes in the tensor-core tile layout where
-// they fit (int4_tiles.h; else the row layout). Synchronizes `stream` before returning.
+// they fit (int4_tiles.h; else the row layout). check_fits: called with the bytes the weights take
+// on the device before anything is allocated; its error (check_weights_fit's: the numbers and
+// what to do) is returned as is. Synchronizes `stream` before returning.
 Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint64_t dummy_seed,
                                      const ParallelConfig& parallel, bool native_formats,
-                                     bool int4_tiles, cudaStream_t stream);
+                                     bool int4_tiles, cudaStream_t stream,
+                                     const std::function<Status(int64_t)>& check_fits);
 
 }  // namespace lathe::cuda
