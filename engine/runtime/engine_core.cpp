@@ -223,8 +223,9 @@ bool EngineCore::next_step_continues(const SchedulerOutput& out, const ModelInpu
     const Active& a = *active_.at(s.id);
     const int32_t after = a.output.num_output_tokens() + 1;  // outputs once this step's is added
     const SamplingParams& p = a.req.sampling;
-    // A constrained row's mask changes with the token this step samples.
-    if (after >= p.max_tokens || after == p.min_tokens || p.constraint) return false;
+    // A constrained row continues too: its next mask, which follows from the token this step
+    // samples, is late-bound (model_io.h): the runner samples the next step with the next input's.
+    if (after >= p.max_tokens || after == p.min_tokens) return false;
   }
   return true;
 }

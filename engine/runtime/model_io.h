@@ -110,7 +110,10 @@ struct ModelInput {
   // min_tokens) with this step's token. A runner may then start that step before this one's tokens
   // reach the host (lookahead, next_decode_input.h); it checks the next input against its
   // prediction, so a wrong expectation (an EOS, a stop string, an abort, an arrival) costs a
-  // discarded step, never a wrong result.
+  // discarded step, never a wrong result. Constrained rows (SamplingRow::allowed) continue too:
+  // their next mask depends on this step's token, so a runner that looks ahead launches only the
+  // next step's forward pass early and binds its sampling rows late, taking them from the real
+  // next input (next_decode_input.h: has_constrained_rows, same_forward).
   bool next_step_continues = false;
 
   int32_t num_tokens() const { return static_cast<int32_t>(token_ids.size()); }

@@ -26,13 +26,22 @@ std::optional<ModelInput> predict_next_decode(const ModelInput& in, int32_t bloc
   return next;
 }
 
-bool same_step(const ModelInput& a, const ModelInput& b) {
+bool same_forward(const ModelInput& a, const ModelInput& b) {
   return a.token_ids == b.token_ids && a.positions == b.positions &&
          a.slot_mapping == b.slot_mapping && a.query_start == b.query_start &&
          a.seq_lens == b.seq_lens && a.block_tables == b.block_tables &&
          a.max_blocks_per_seq == b.max_blocks_per_seq && a.max_seq_len == b.max_seq_len &&
          a.max_query_len == b.max_query_len && a.sample_seqs == b.sample_seqs &&
-         a.sample_counts == b.sample_counts && a.sampling == b.sampling;
+         a.sample_counts == b.sample_counts && a.sampling.size() == b.sampling.size();
+}
+
+bool same_step(const ModelInput& a, const ModelInput& b) {
+  return same_forward(a, b) && a.sampling == b.sampling;
+}
+
+bool has_constrained_rows(const ModelInput& in) {
+  return std::any_of(in.sampling.begin(), in.sampling.end(),
+                     [](const SamplingRow& r) { return r.allowed != nullptr; });
 }
 
 }  // namespace lathe

@@ -2,9 +2,13 @@
 // it runs in CI. Checks the packed layout the kernels read: page lists in CSR form with the last
 // page's length, padding of a decode step to a graph bucket, the LM-head rows and the sampling
 // rows' logits rows in eager and graph form, banned ids and penalty histories, steps with draft
-// tokens (several sampled rows per sequence, one shared penalty history), and the validation of
-// inputs that would make a kernel read or write outside the cache.
+// tokens (several sampled rows per sequence, one shared penalty history), allowed-token masks
+// packed now or left for later (late-bound sampling rows), and the validation of inputs that would
+// make a kernel read or write outside the cache.
 #include <QtTest>
+
+#include <cstring>
+#include <memory>
 
 #include "engine/backend/cuda/step_inputs.h"
 #include "test_support.h"
@@ -92,6 +96,43 @@ class CudaStepInputsTest : public QObject {
     QCOMPARE(hist[a.sampling[1].history_begin + 3], 14);
     QCOMPARE(a.sampling[0].history_end, a.sampling[0].history_begin);  // no penalties: no history
     QVERIFY(p.bytes <= step_bytes(in, limits(), 0));
+  }
+
+  // Late-bound sampling rows: a step with an allowed-token mask packed with MaskPacking::kLater has
+  // no mask words (mask_begin -1, fewer bytes, no processing for a row with only a mask) and the
+  // same forward arrays as with kNow, which packs the mask's words where mask_begin says, the
+  // words past a short mask zero (nothing allowed).
+  void packs_masks_now_or_later() {
+    ModelInput in = two_seqs();
+    in.sampling[0].banned_tokens.clear();
+    in.sampling[1] = SamplingRow{};
+    in.sampling[1].allowed = std::make_shared<TokenMask>(TokenMask{0x5u, 0x80000000u});
+    const int64_t later_bytes = step_bytes(in, limits(), 0, 1, MaskPacking::kLater);
+    const int64_t now_bytes = step_bytes(in, limits(), 0, 1, MaskPacking::kNow);
+    QCOMPARE(now_bytes - later_bytes, int64_t{16});  // ceil(100 / 32) = 4 words
+    std::vector<uint8_t> later(4096, 0xAB), now(4096, 0xAB);
+    PackedStep pl, pn;
+    LATHE_QVERIFY_OK(
+        pack_step(in, limits(), 0, false, later.data(), 4096, 4096, &pl, 1, MaskPacking::kLater));
+    LATHE_QVERIFY_OK(pack_step(in, limits(), 0, false, now.data(), 4096, 4096, &pn));
+    const StepArrays al = StepArrays::at(later.data(), pl.layout);
+    const StepArrays an = StepArrays::at(now.data(), pn.layout);
+    QCOMPARE(al.sampling[1].mask_begin, -1);
+    QVERIFY(!pl.needs_processing);
+    QCOMPARE(pl.bytes + 16, pn.bytes);
+    QCOMPARE(an.sampling[1].mask_begin, 0);
+    QVERIFY(pn.needs_processing);
+    const uint32_t* words = reinterpret_cast<const uint32_t*>(now.data() + pn.mask_offset);
+    QCOMPARE(words[0], 0x5u);
+    QCOMPARE(words[1], 0x80000000u);
+    QCOMPARE(words[2], 0u);
+    QCOMPARE(words[3], 0u);
+    // What the forward pass reads is the same bytes either way.
+    QCOMPARE(pl.layout.fixed_bytes, pn.layout.fixed_bytes);
+    QCOMPARE(std::memcmp(later.data(), now.data(), static_cast<size_t>(pl.layout.sampling)), 0);
+    QCOMPARE(std::memcmp(later.data() + pl.layout.kv_indices, now.data() + pn.layout.kv_indices,
+                         4 * static_cast<size_t>(pl.num_pages)),
+             0);
   }
 
   void pads_a_decode_step_to_its_bucket() {

@@ -7,11 +7,14 @@
 
 #include <algorithm>
 #include <ctime>
+#include <memory>
 #include <set>
+#include <span>
 #include <thread>
 
 #include "engine/runtime/engine.h"
 #include "engine/runtime/metrics.h"
+#include "engine/runtime/token_constraint.h"
 #include "engine_test_util.h"
 #include "fake_runner.h"
 #include "fake_tokenizer.h"
@@ -70,6 +73,40 @@ std::vector<TokenId> prompt_of(int n, int seed = 0) {
   for (int i = 0; i < n; ++i) p.push_back(3 + (seed * 37 + i * 11) % 900);
   return p;
 }
+
+// A grammar over two tokens that alternate forever, `first` first: state 0 allows only `first`,
+// state 1 only `second`; any other token leads to the dead state (only the end ids). The mask of
+// each step follows from the token the step before sampled, so a mask one step stale repeats a
+// token.
+class AlternatingConstraint final : public TokenConstraint {
+ public:
+  AlternatingConstraint(int64_t vocab, TokenId first, TokenId second)
+      : vocab_(vocab), first_(first), second_(second) {
+    masks_[0] = mask_of({first});
+    masks_[1] = mask_of({second});
+  }
+  int32_t start() const override { return 0; }
+  int32_t advance(int32_t state, TokenId token) override {
+    if (state == 0 && token == first_) return 1;
+    if (state == 1 && token == second_) return 0;
+    return kDead;
+  }
+  std::shared_ptr<const TokenMask> allowed(int32_t state,
+                                           std::span<const TokenId> end_ids) override {
+    if (state == 0 || state == 1) return masks_[state];
+    return mask_of(std::vector<TokenId>(end_ids.begin(), end_ids.end()));
+  }
+
+ private:
+  std::shared_ptr<const TokenMask> mask_of(const std::vector<TokenId>& ids) const {
+    auto m = std::make_shared<TokenMask>(static_cast<size_t>((vocab_ + 31) / 32), 0u);
+    for (TokenId t : ids) (*m)[static_cast<size_t>(t) >> 5] |= 1u << (t & 31);
+    return m;
+  }
+  int64_t vocab_;
+  TokenId first_, second_;
+  std::shared_ptr<const TokenMask> masks_[2];
+};
 
 }  // namespace
 
@@ -134,6 +171,42 @@ class EngineTest : public QObject {
     QVERIFY2(one.runner->lookahead_hits() >= 40,
              qPrintable(QString::number(one.runner->lookahead_hits())));
     LATHE_VERIFY_NO_LEAKS(*one.engine);
+  }
+
+  // Constrained decoding keeps the lookahead: the engine marks a constrained sequence's decode
+  // steps as continuing, the runner takes each predicted step (its forward pass as predicted, its
+  // sampling rows late-bound: next_decode_input.h), and the mask applied to step N + 1 is the one
+  // the engine computed from step N's token: two sequences whose grammars alternate two tokens in
+  // opposite orders produce exactly those alternations (a mask one step stale repeats a token).
+  void constrained_rows_keep_lookahead_with_late_bound_masks() {
+    Made m = make_engine();
+    const std::vector<std::pair<TokenId, TokenId>> orders = {{10, 20}, {20, 10}};
+    std::vector<test::Collected> cs(orders.size());
+    std::vector<StreamCallback> cbs;
+    std::vector<RequestSpec> specs;
+    for (size_t i = 0; i < orders.size(); ++i) {
+      RequestSpec s = spec(prompt_of(20, static_cast<int>(i)), 40);
+      s.sampling.constraint =
+          std::make_shared<AlternatingConstraint>(1000, orders[i].first, orders[i].second);
+      specs.push_back(std::move(s));
+      cbs.push_back(cs[i].callback());
+    }
+    LATHE_QVERIFY_RESULT(m.engine->submit_batch(specs, cbs));
+    for (size_t i = 0; i < orders.size(); ++i) {
+      QVERIFY(cs[i].wait());
+      QCOMPARE(cs[i].tokens.size(), size_t{40});
+      for (size_t k = 0; k < cs[i].tokens.size(); ++k)
+        QCOMPARE(cs[i].tokens[k], k % 2 == 0 ? orders[i].first : orders[i].second);
+    }
+    // One prefill step, 38 decode steps that continue, the step of the 40th token.
+    std::vector<bool> want(40, true);
+    want.front() = want.back() = false;
+    QCOMPARE(m.runner->continues(), want);
+    // Every continuing step predicts its successor except where that opens a KV block (positions
+    // 31 and 47 of the 20-token prompts): 36 predicted steps, all taken.
+    QCOMPARE(m.runner->lookahead_hits(), int64_t{36});
+    QCOMPARE(m.runner->lookahead_misses(), int64_t{0});
+    LATHE_VERIFY_NO_LEAKS(*m.engine);
   }
 
   void eos_stops_unless_ignored_or_before_min_tokens() {

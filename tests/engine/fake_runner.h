@@ -62,18 +62,27 @@ class FakeModelRunner : public ModelRunner {
     if (num_steps_ == options_.fail_at_step) return internal_error("fake runner: injected failure");
     if (num_steps_ == options_.throw_at_step) throw std::bad_alloc();
     // Lookahead bookkeeping, as a GPU runner would: was this step the one predicted after the
-    // previous step (ModelInput::next_step_continues, next_decode_input.h)?
+    // previous step (ModelInput::next_step_continues, next_decode_input.h)? A hit runs the
+    // predicted step, as the CUDA runner does: its forward pass and sampling rows as predicted, or,
+    // when it has constrained rows, the predicted forward pass with this input's (late-bound)
+    // sampling rows.
+    std::optional<ModelInput> predicted;
     if (expected_) {
-      if (same_step(in, *expected_))
+      const bool late = has_constrained_rows(*expected_);
+      if (late ? same_forward(in, *expected_) : same_step(in, *expected_)) {
         ++lookahead_hits_;
-      else
+        predicted = std::move(expected_);
+        if (late) predicted->sampling = in.sampling;
+      } else {
         ++lookahead_misses_;
+      }
       expected_.reset();
     }
+    const ModelInput& run = predicted ? *predicted : in;
     continues_.push_back(in.next_step_continues);
     ModelOutput out;
-    LATHE_RETURN_IF_ERROR(sample_rows(in, &out));
-    LATHE_RETURN_IF_ERROR(accept_draft_tokens(in, &out));
+    LATHE_RETURN_IF_ERROR(sample_rows(run, &out));
+    LATHE_RETURN_IF_ERROR(accept_draft_tokens(run, &out));
     tokens_computed_ += in.num_tokens();
     if (in.next_step_continues) {
       expected_ = predict_next_decode(in, block_size_);
@@ -100,8 +109,8 @@ class FakeModelRunner : public ModelRunner {
     return static_cast<TokenId>(3 + hash(context, 0, 0) %
                                         static_cast<uint64_t>(options_.vocab_size - 3));
   }
-  // The token a context produces with `row`'s sampling (greedy or seeded; forced and banned tokens
-  // as options and row say).
+  // The token a context produces with `row`'s sampling (greedy or seeded; forced, banned and
+  // masked tokens as options and row say).
   TokenId next_token(std::span<const TokenId> ctx, const SamplingRow& row) const {
     TokenId t;
     if (options_.force_token_at >= 0 &&
@@ -113,9 +122,17 @@ class FakeModelRunner : public ModelRunner {
       t = static_cast<TokenId>(3 + hash(ctx, row.seed, row.step) %
                                        static_cast<uint64_t>(options_.vocab_size - 3));
     }
-    // Banned tokens (min_tokens): take the next allowed id.
-    while (std::find(row.banned_tokens.begin(), row.banned_tokens.end(), t) !=
-           row.banned_tokens.end())
+    // Banned tokens (min_tokens) and tokens outside the row's mask (constrained decoding): take
+    // the next id that is neither (the first one tried when none is).
+    const auto ok = [&row](TokenId id) {
+      if (std::find(row.banned_tokens.begin(), row.banned_tokens.end(), id) !=
+          row.banned_tokens.end())
+        return false;
+      if (!row.allowed) return true;
+      const size_t w = static_cast<size_t>(id) >> 5;
+      return w < row.allowed->size() && (((*row.allowed)[w] >> (id & 31)) & 1u) != 0;
+    };
+    for (int64_t i = 0; i < options_.vocab_size && !ok(t); ++i)
       t = static_cast<TokenId>((t + 1) % options_.vocab_size);
     return t;
   }

@@ -236,6 +236,38 @@ class OutputTest : public QObject {
     guess.sampling[0].temperature = 0.5f;
     QVERIFY(!same_step(real, guess));
 
+    // Late-bound sampling rows (constrained decoding): a predicted step with a mask has
+    // constrained rows; the real next step's mask differs (it follows from the token just
+    // sampled), so same_step refuses it while same_forward takes it; same_forward still refuses
+    // any difference in what the forward pass reads or in which rows are sampled.
+    QVERIFY(!has_constrained_rows(real));
+    ModelInput constrained = real;
+    constrained.sampling[1].allowed = std::make_shared<TokenMask>(TokenMask{0x1u, 0x0u});
+    QVERIFY(has_constrained_rows(constrained));
+    QVERIFY(same_step(constrained, constrained));
+    ModelInput next_mask = constrained;
+    next_mask.sampling[1].allowed = std::make_shared<TokenMask>(TokenMask{0x2u, 0x0u});
+    next_mask.sampling[1].banned_tokens.clear();  // min_tokens yielding to a complete grammar
+    QVERIFY(!same_step(constrained, next_mask));
+    QVERIFY(same_forward(constrained, next_mask));
+    // The same words in another vector are the same mask.
+    ModelInput same_mask = constrained;
+    same_mask.sampling[1].allowed = std::make_shared<TokenMask>(TokenMask{0x1u, 0x0u});
+    QVERIFY(same_step(constrained, same_mask));
+    ModelInput other = next_mask;
+    other.token_ids[0] = 76;
+    QVERIFY(!same_forward(constrained, other));
+    other = next_mask;
+    other.slot_mapping[1] += 1;
+    QVERIFY(!same_forward(constrained, other));
+    other = next_mask;
+    other.sample_seqs = {0};
+    other.sampling.resize(1);
+    QVERIFY(!same_forward(constrained, other));
+    other = next_mask;
+    other.sampling.push_back(SamplingRow{});
+    QVERIFY(!same_forward(constrained, other));
+
     // Refused: the next position opens a block (15 -> 16), a prefill token, an unsampled sequence,
     // penalty history, no sequence.
     ModelInput edge = in;

@@ -10,6 +10,7 @@
 #include "engine/core/log.h"
 #include "engine/core/strings.h"
 #include "engine/runtime/draft_acceptance.h"
+#include "engine/runtime/next_decode_input.h"
 #include "engine/runtime/sampling_params.h"
 
 namespace lathe::cuda {
@@ -66,6 +67,7 @@ Status StepExecutor::allocate(int32_t block_size) {
   LATHE_RETURN_IF_ERROR(
       step_host_.allocate(fixed + 4 * limits_.max_pages + kInitialTailBytes, "step inputs (host)"));
   LATHE_RETURN_IF_ERROR(ahead_step_host_.allocate(step_host_.bytes(), "step inputs (host)"));
+  LATHE_RETURN_IF_ERROR(late_host_.allocate(step_host_.bytes(), "step inputs (host)"));
   if (counts_.get() != nullptr) return Status();  // sampler buffers do not depend on the block size
   LATHE_RETURN_IF_ERROR(counts_.allocate(rows * v * 4, "sampler penalty counts"));
   LATHE_CUDA_TRY(cudaMemsetAsync(counts_.get(), 0, static_cast<size_t>(counts_.bytes()), stream_));
@@ -104,7 +106,7 @@ ForwardStep StepExecutor::forward_step(const PackedStep& p, AttnPath path, int32
   return s;
 }
 
-Status StepExecutor::run_forward(const ModelInput& in) {
+Status StepExecutor::run_forward(const ModelInput& in, MaskPacking masks) {
   if (kv_.empty()) return internal_error("allocate_kv_cache() must be called before execute()");
   const auto t0 = Clock::now();
   const int32_t s_count = in.num_seqs(), t_count = in.num_tokens();
@@ -113,8 +115,9 @@ Status StepExecutor::run_forward(const ModelInput& in) {
   const int32_t q = decode ? 1 : multi_token_query_len(in);
   const int32_t bucket = q > 0 && !options_.enforce_eager ? bucket_for(s_count, q) : 0;
   const bool graph = bucket > 0;
+  shape_ = UploadShape{bucket, graph, q > 0 ? q : 1};
   LATHE_RETURN_IF_ERROR(upload_step(in, limits_, bucket, graph, step_host_, step_dev_, &packed_,
-                                    stream_, q > 0 ? q : 1));
+                                    stream_, shape_.query_len, masks));
   times_.prepare_us = us_since(t0);
   times_.bucket = bucket;
 
@@ -130,8 +133,8 @@ Status StepExecutor::run_forward(const ModelInput& in) {
         cudaGraphExec_t pg = nullptr;
         const Status cs = capture_one(bucket, q, true, &pg);
         // capture_one packed its own dummy step: pack and copy this step again.
-        LATHE_RETURN_IF_ERROR(
-            upload_step(in, limits_, bucket, graph, step_host_, step_dev_, &packed_, stream_, q));
+        LATHE_RETURN_IF_ERROR(upload_step(in, limits_, bucket, graph, step_host_, step_dev_,
+                                          &packed_, stream_, q, masks));
         if (cs.is_ok()) {
           it = profile_graphs_.emplace(key, pg).first;
         } else {
@@ -164,6 +167,11 @@ Status StepExecutor::run_forward(const ModelInput& in) {
   }
   times_.launch_us = us_since(t1);
   return Status();
+}
+
+Status StepExecutor::upload_late_sampling(const ModelInput& in, const UploadShape& shape) {
+  return upload_step(in, limits_, shape.pad_to, shape.graph_rows, late_host_, step_dev_, &packed_,
+                     stream_, shape.query_len, MaskPacking::kNow);
 }
 
 int32_t StepExecutor::multi_token_query_len(const ModelInput& in) const {
@@ -209,8 +217,11 @@ Status StepExecutor::sample(const PackedStep& p, PinnedBuffer& tokens_host,
 Result<ModelOutput> StepExecutor::execute(const ModelInput& input) {
   LATHE_ASSIGN_OR_RETURN(const bool predicted, take_ahead(input));
   if (!predicted) {
-    LATHE_RETURN_IF_ERROR(run_forward(input));
+    // Constrained rows: the masks are packed while the GPU runs the forward pass.
+    const bool late = has_constrained_rows(input);
+    LATHE_RETURN_IF_ERROR(run_forward(input, late ? MaskPacking::kLater : MaskPacking::kNow));
     const auto t1 = Clock::now();
+    if (late) LATHE_RETURN_IF_ERROR(upload_late_sampling(input, shape_));
     LATHE_RETURN_IF_ERROR(sample(packed_, sampled_host_, top_host_));
     LATHE_CUDA_TRY(cudaEventRecord(step_done_, stream_));
     times_.launch_us += us_since(t1);

@@ -17,6 +17,16 @@
 // predicted step, drops it and runs the real one. A dropped step only wrote K/V at its sequences'
 // next positions, inside blocks they held, which the real steps (or a block's next owner)
 // overwrite before anything reads them.
+//
+// Late-bound sampling rows (constrained decoding): a constrained row's mask (SamplingRow::allowed)
+// follows from the token the step before samples, so a step with constrained rows is packed
+// without its masks (MaskPacking::kLater) and its forward pass launched; its sampler is enqueued
+// behind it only once its real rows are known: packed again with them into late_host_, one more
+// copy, then the sampler. For a predicted step that is the next execute(), which takes the real
+// input when the forward passes agree (same_forward) while the predicted forward pass runs; for
+// any other step it is right after the launch, so the host packs the masks while the GPU runs the
+// forward pass. The forward pass of a decode step takes milliseconds, the host's turn tens of
+// microseconds: the sampler is enqueued before the GPU reaches it.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -96,15 +106,28 @@ class StepExecutor {
   int32_t multi_token_query_len(const ModelInput& in) const;
   // The step's forward description over the packed device arrays.
   ForwardStep forward_step(const PackedStep& p, AttnPath path, int32_t splits) const;
-  // Packs, copies and runs the forward pass up to the logits. Leaves the packed step in packed_.
-  Status run_forward(const ModelInput& input);
+  // How a step was packed (upload_step()'s padding arguments), to pack it again the same way.
+  struct UploadShape {
+    int32_t pad_to = 0;
+    bool graph_rows = false;
+    int32_t query_len = 1;
+  };
+
+  // Packs, copies and runs the forward pass up to the logits. Leaves the packed step in packed_
+  // and how it was packed in shape_; with MaskPacking::kLater the rows' masks are not packed.
+  Status run_forward(const ModelInput& input, MaskPacking masks = MaskPacking::kNow);
+  // Late-bound sampling rows: packs `in` again as `shape` says, masks included, into late_host_
+  // and copies it behind the forward pass already enqueued (which reads the same values from the
+  // part they share). Leaves the packed step in packed_.
+  Status upload_late_sampling(const ModelInput& in, const UploadShape& shape);
   // The sampler for a packed step, then copies of its tokens (and top logprobs) into the host
   // buffers given.
   Status sample(const PackedStep& p, PinnedBuffer& tokens_host, PinnedBuffer& top_host);
   // Lookahead (step_lookahead.cpp). launch_ahead: after step `in` is launched, launches its
-  // predicted successor when allowed. take_ahead: whether `in` is the pending predicted step (then
-  // it becomes the current one); on a miss waits for the predicted step and drops it. drop_ahead:
-  // the same for callers other than execute().
+  // predicted successor when allowed (its sampler too, unless it has constrained rows). take_ahead:
+  // whether `in` is the pending predicted step (then it becomes the current one, and a step left
+  // without its sampler gets it, with `in`'s rows); on a miss waits for the predicted step and
+  // drops it. drop_ahead: the same for callers other than execute().
   Status launch_ahead(const ModelInput& in);
   Result<bool> take_ahead(const ModelInput& in);
   Status drop_ahead();
@@ -118,6 +141,10 @@ class StepExecutor {
   DeviceBuffer step_dev_;
   PinnedBuffer step_host_;
   PackedStep packed_;
+  UploadShape shape_;
+  // The repacked step with its masks (late-bound sampling rows). No copy from it is in flight
+  // when execute() starts: the last one was before the sampler of the step it waited for.
+  PinnedBuffer late_host_;
   DeviceBuffer counts_, sampled_, top_;
   PinnedBuffer sampled_host_, top_host_;
   cudaEvent_t step_done_ = nullptr;  // recorded after the current step's copies to the host
@@ -126,7 +153,9 @@ class StepExecutor {
   // (swapped with the current step's on a hit).
   struct Ahead {
     bool pending = false;  // launched and not yet taken or dropped
-    ModelInput expected;   // its input; token ids set once the current step's tokens are read
+    // Launched without its sampler (constrained rows): execute() samples it with the real rows.
+    bool late_sampling = false;
+    ModelInput expected;  // its input; token ids set once the current step's tokens are read
     PackedStep packed;
   };
   Ahead ahead_;

@@ -46,13 +46,13 @@ int64_t mask_words(int64_t vocab) {
 
 // 4-byte words of the banned, history, bias and mask tails of `in`'s sampling rows, as pack_step()
 // writes them (without the alignment between sections).
-int64_t tail_tokens(const ModelInput& in, int64_t vocab) {
+int64_t tail_tokens(const ModelInput& in, int64_t vocab, MaskPacking masks) {
   int64_t tail = 0;
   for_each_row(in, [&](size_t r, bool first) {
     const SamplingRow& row = in.sampling[r];
     tail += static_cast<int64_t>(row.banned_tokens.size());
     tail += 2 * static_cast<int64_t>(row.logit_bias.size());
-    if (row.allowed) tail += mask_words(vocab);
+    if (row.allowed && masks == MaskPacking::kNow) tail += mask_words(vocab);
     if (!has_penalties(row)) return;
     tail += !first && extends_history(in.sampling[r - 1], row)
                 ? 1
@@ -141,12 +141,12 @@ Status check_step(const ModelInput& in, const StepLimits& lim) {
 }
 
 int64_t step_bytes(const ModelInput& in, const StepLimits& lim, int32_t pad_to,
-                   int32_t pad_query_len) {
+                   int32_t pad_query_len, MaskPacking masks) {
   const int32_t s_count = std::max(in.num_seqs(), pad_to);
   const int32_t t_count = in.num_tokens() + (s_count - in.num_seqs()) * pad_query_len;
   int64_t pages = 0;
   for (int32_t len : in.seq_lens) pages += pages_of(len, lim.block_size);
-  const int64_t tail = tail_tokens(in, lim.vocab_size);
+  const int64_t tail = tail_tokens(in, lim.vocab_size, masks);
   const int32_t rows = pad_query_len > 1 ? t_count : row_slots(in, s_count);
   return align16(StepLayout::make(t_count, s_count, rows).fixed_bytes + 4 * pages) +
          align16(4 * tail) + 64;
@@ -154,7 +154,7 @@ int64_t step_bytes(const ModelInput& in, const StepLimits& lim, int32_t pad_to,
 
 Status pack_step(const ModelInput& in, const StepLimits& lim, int32_t pad_to, bool graph_rows,
                  uint8_t* host, int64_t host_capacity, int64_t device_capacity, PackedStep* out,
-                 int32_t pad_query_len) {
+                 int32_t pad_query_len, MaskPacking masks) {
   const int32_t real_s = in.num_seqs(), real_t = in.num_tokens();
   const int32_t q = std::max(1, pad_query_len);
   const int32_t s_count = std::max(real_s, pad_to);
@@ -173,7 +173,7 @@ Status pack_step(const ModelInput& in, const StepLimits& lim, int32_t pad_to, bo
         return invalid_argument(
             strformat("a decode graph of %d tokens per sequence samples all %d of them", q, q));
   }
-  const int64_t need = step_bytes(in, lim, pad_to, q);
+  const int64_t need = step_bytes(in, lim, pad_to, q, masks);
   if (need > host_capacity || need > device_capacity)
     return invalid_argument(
         strformat("step inputs need %lld bytes, more than the %lld the CUDA runner reserved",
@@ -301,7 +301,7 @@ Status pack_step(const ModelInput& in, const StepLimits& lim, int32_t pad_to, bo
     d.bias_begin = bias_used;
     for (const TokenBias& b : r.logit_bias) biases[bias_used++] = DeviceTokenBias{b.token, b.bias};
     d.bias_end = bias_used;
-    if (r.allowed) {
+    if (r.allowed && masks == MaskPacking::kNow) {
       // Missing words (a mask shorter than the vocabulary) allow nothing, as on the CPU.
       const int64_t have = std::min<int64_t>(row_words, static_cast<int64_t>(r.allowed->size()));
       std::memcpy(words + w_used, r.allowed->data(), sizeof(uint32_t) * have);

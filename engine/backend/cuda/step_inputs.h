@@ -87,6 +87,13 @@ struct PackedStep {
   bool needs_logprobs = false;
 };
 
+// Whether pack_step() writes the rows' allowed-token masks (constrained decoding) now, or leaves
+// them for later: kLater packs every row without one (mask_begin -1, no mask words), for a step
+// whose forward pass is launched before its sampling rows are final; the step is packed again
+// with kNow (the same layout up to the tails) before it samples (step_executor.h, late-bound
+// sampling rows).
+enum class MaskPacking { kNow, kLater };
+
 // check_step: `in` against `limits`: the planned step sizes (tokens, sequences, sampled rows), then
 // check_model_input()
 // (model_input_check.h: ids in range, slots and pages inside the cache, monotonic query_start,
@@ -95,14 +102,15 @@ struct PackedStep {
 // padding sequence with pad_query_len tokens. graph_rows: a graph computes logits for every row of
 // its bucket; with pad_query_len 1 that is one row per sequence (steps with drafts are refused),
 // with pad_query_len q > 1 every token row of a step whose sequences each carry q tokens, all
-// sampled (a token and its q - 1 drafts). `device_capacity` bounds the bytes.
+// sampled (a token and its q - 1 drafts). `device_capacity` bounds the bytes. `masks`: see
+// MaskPacking.
 Status check_step(const ModelInput& in, const StepLimits& limits);
 Status pack_step(const ModelInput& in, const StepLimits& limits, int32_t pad_to, bool graph_rows,
                  uint8_t* host, int64_t host_capacity, int64_t device_capacity, PackedStep* out,
-                 int32_t pad_query_len = 1);
+                 int32_t pad_query_len = 1, MaskPacking masks = MaskPacking::kNow);
 
 // Bytes pack_step() needs for `in` (to grow the host buffer first).
 int64_t step_bytes(const ModelInput& in, const StepLimits& limits, int32_t pad_to,
-                   int32_t pad_query_len = 1);
+                   int32_t pad_query_len = 1, MaskPacking masks = MaskPacking::kNow);
 
 }  // namespace lathe::cuda
