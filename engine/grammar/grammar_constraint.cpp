@@ -67,14 +67,19 @@ std::shared_ptr<TokenMask> GrammarConstraint::compute(int32_t state) {
 
 std::shared_ptr<const TokenMask> GrammarConstraint::allowed(int32_t state,
                                                             std::span<const TokenId> end_ids) {
-  auto it = cache_.find(state);
+  // Requests sharing this grammar may end on different ids (their stop_token_ids), so an accepting
+  // state's mask is cached per end-id list; other states' masks do not depend on it.
+  const bool ends = state < 0 || dfa_.accepting(state);
+  MaskKey key{state,
+              ends ? std::vector<TokenId>(end_ids.begin(), end_ids.end()) : std::vector<TokenId>{}};
+  auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
   std::shared_ptr<TokenMask> mask = compute(state);
-  if (state < 0 || dfa_.accepting(state))
+  if (ends)
     for (const TokenId t : end_ids)
       if (t >= 0 && t < vocab_->vocab_size())
         (*mask)[static_cast<size_t>(t) >> 5] |= 1u << (t & 31);
-  if (cache_.size() < kMaxCachedMasks) cache_.emplace(state, mask);
+  if (cache_.size() < kMaxCachedMasks) cache_.emplace(std::move(key), mask);
   return mask;
 }
 

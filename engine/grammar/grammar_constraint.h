@@ -1,9 +1,10 @@
 // The TokenConstraint of a regular language (runtime/token_constraint.h): a regex compiled to a
 // lazy byte DFA, walked over the vocabulary's token bytes. A token is allowed at a state when its
 // bytes lead to a live state (one from which the pattern can still complete); end ids are allowed
-// when the state accepts. Masks are cached per DFA state (most steps revisit a state: inside a
-// string, between digits), so a step usually costs a hash lookup; a miss walks the sorted
-// vocabulary once, visiting each distinct prefix once and skipping every token under a dead one.
+// when the state accepts. Masks are cached per DFA state (and end ids, at accepting states); most
+// steps revisit a state (inside a string, between digits), so a step usually costs a hash lookup;
+// a miss walks the sorted vocabulary once, visiting each distinct prefix once and skipping every
+// token under a dead one.
 //
 // JSON schemas, json_object, guided_choice and tool calls are regexes first
 // (json_schema_regex.h); guided_regex is one already.
@@ -12,6 +13,7 @@
 #include <memory>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "engine/core/status.h"
 #include "engine/grammar/byte_dfa.h"
@@ -48,7 +50,20 @@ class GrammarConstraint final : public TokenConstraint {
 
   ByteDfa dfa_;
   std::shared_ptr<const TokenVocabulary> vocab_;
-  std::unordered_map<int32_t, std::shared_ptr<const TokenMask>> cache_;
+  // A state and, for an accepting (or the dead) state, the end ids its mask allows.
+  struct MaskKey {
+    int32_t state;
+    std::vector<TokenId> end_ids;
+    bool operator==(const MaskKey&) const = default;
+  };
+  struct MaskKeyHash {
+    size_t operator()(const MaskKey& k) const {
+      size_t h = std::hash<int32_t>()(k.state);
+      for (const TokenId t : k.end_ids) h = h * 1000003u ^ std::hash<TokenId>()(t);
+      return h;
+    }
+  };
+  std::unordered_map<MaskKey, std::shared_ptr<const TokenMask>, MaskKeyHash> cache_;
   std::vector<int32_t> path_;  // scratch: DFA states along the current prefix
 };
 

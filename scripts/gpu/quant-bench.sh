@@ -38,19 +38,22 @@ for q in ${LATHE_QUANT_FORMATS:-none fp8 int8 int4}; do
   SUMMARY+=("8B $q: $w")
   while IFS= read -r line; do SUMMARY+=("  $line"); done < <(grep -E '^(batch-1 decode|prefill 2048|decode tok/s)' "$OUT/quant-8b-$q.txt")
   grep -q -i "error\|lathe_cuda_bench:" "$OUT/quant-8b-$q.txt" && SUMMARY+=("  8B $q: $(grep -m2 -i 'error\|lathe_cuda_bench:' "$OUT/quant-8b-$q.txt" | tr '\n' ' ')")
-  # A/B in the same run: int4 with the row layout's multi-row kernel instead of the tensor-core
-  # tile kernel; fp8/int8 with the one-row decode kernel instead of the multi-row one.
+  # A/B in the same run: int4 with dequantize-then-GEMM above batch 8 instead of the W4A16 GEMM
+  # kernel; int8 with the one-row decode kernel instead of the multi-row one.
   if [ "$q" != none ] && [ -n "${LATHE_QUANT_AB-1}" ] && [ "$(left)" -gt 60 ]; then
     # fp8: W8A16 (dequantize, 16-bit GEMM) instead of W8A8 where the batch is above 8.
     case $q in
-      int4) ab=LATHE_CUDA_INT4_TILES; ab_args=(--decode 1,8 --skip prefill,profile,throughput) ;;
+      # int4: batches above 8 dequantized for a 16-bit GEMM instead of the W4A16 GEMM kernel.
+      int4) ab=LATHE_CUDA_INT4_GEMM_MAX_M; ab_args=(--decode 16,32,64,128 --skip latency,prefill,profile,throughput) ;;
       fp8) ab=LATHE_CUDA_FP8_GEMM; ab_args=(--decode 64,256 --skip latency,profile,throughput) ;;
       *) ab=LATHE_CUDA_QUANT_ROWS; ab_args=(--decode 1,8 --skip prefill,profile,throughput) ;;
     esac
-    env "$ab=0" timeout 90 "$BIN/lathe_cuda_bench" \
+    abv=0
+    [ "$ab" = LATHE_CUDA_INT4_GEMM_MAX_M ] && abv=8
+    env "$ab=$abv" timeout 90 "$BIN/lathe_cuda_bench" \
       --model benchmarks/configs/llama-3.1-8b --copy-gbps "${COPY:-0}" --gemm-tflops "${GEMM:-0}" \
       "${args[@]}" "${ab_args[@]}" > "$OUT/quant-8b-$q-ab.txt" 2>&1
-    while IFS= read -r line; do SUMMARY+=("  previous kernel ($ab=0): $line"); done < <(grep -E '^(batch-1 decode|prefill 2048|decode tok/s)' "$OUT/quant-8b-$q-ab.txt")
+    while IFS= read -r line; do SUMMARY+=("  previous kernel ($ab=$abv): $line"); done < <(grep -E '^(batch-1 decode|prefill 2048|decode tok/s)' "$OUT/quant-8b-$q-ab.txt")
     if [ "$q" = int4 ]; then  # one launch per part, SwiGLU and RoPE/KV in their own kernels
       LATHE_CUDA_INT4_TILE_PAIRS=0 timeout 90 "$BIN/lathe_cuda_bench" \
         --model benchmarks/configs/llama-3.1-8b --copy-gbps "${COPY:-0}" --gemm-tflops "${GEMM:-0}" \

@@ -320,6 +320,12 @@ void GrammarTest::masks_match_brute_force() {
   const int32_t done = g->advance(g->start(), 'a');
   const auto only_end = g->allowed(done, end);
   QVERIFY(allowed(*only_end, 0) && !allowed(*only_end, 'a'));
+  // Two requests sharing the grammar with different end ids (stop_token_ids): each mask allows its
+  // own, whichever reached the accepting state first.
+  const std::vector<TokenId> other_end = {'z'};
+  const auto other = g->allowed(done, other_end);
+  QVERIFY(allowed(*other, 'z') && !allowed(*other, 0));
+  QVERIFY(allowed(*g->allowed(done, end), 0) && !allowed(*g->allowed(done, end), 'z'));
 }
 
 QTEST_GUILESS_MAIN(GrammarTest)
