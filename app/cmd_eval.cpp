@@ -1,10 +1,10 @@
 // `lathe eval MODEL [--reference REF] --text FILE [--ctx N] [--stride S] [--max-windows W]
-// [--json]`: perplexity over a text with a sliding window and, against a reference model, the KL
-// divergence of MODEL's next-token distributions from REF's, top-1 agreement, the change in the
-// actual token's probability and the perplexity ratio, both models side by side in one pass
-// (engine/eval/evaluate.h does the work; this file parses flags and prints). Progress per window on
-// stderr; the report as a table, or one JSON object with --json, on stdout. Errors: one line, exit
-// code 1; interrupted: exit code 130.
+// [--score-from K] [--json]`: perplexity over a text with a sliding window and, against a reference
+// model, the KL divergence of MODEL's next-token distributions from REF's, top-1 agreement, the
+// change in the actual token's probability and the perplexity ratio, both models side by side in
+// one pass (engine/eval/evaluate.h does the work; this file parses flags and prints). Progress per
+// window on stderr; the report as a table, or one JSON object with --json, on stdout. Errors: one
+// line, exit code 1; interrupted: exit code 130.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -28,6 +28,7 @@ struct EvalFlags {
   int ctx = 512;
   int stride = 0;
   int max_windows = 0;
+  int score_from = 0;
   bool json = false;
   std::string device = "auto";
   int threads = 0;
@@ -48,6 +49,7 @@ std::string report_json(const EvalReport& r) {
   j["ctx"] = r.context;
   j["stride"] = r.stride;
   j["windows"] = r.windows;
+  if (r.score_from > 0) j["score_from"] = r.score_from;
   j["scored_positions"] = r.scored;
   j["mean_nll"] = r.mean_nll;
   j["perplexity"] = r.perplexity;
@@ -71,6 +73,8 @@ void print_table(const EvalReport& r) {
   std::printf("windows     %d of %d tokens, stride %d: %lld positions scored (%s, %.1f s)\n",
               r.windows, r.context, r.stride, static_cast<long long>(r.scored), r.device.c_str(),
               r.seconds);
+  if (r.score_from > 0)
+    std::printf("scored      targets from offset %d of each window\n", r.score_from);
   std::printf("perplexity  %.4f\n", r.perplexity);
   if (!r.has_reference) return;
   std::printf("ref. ppl    %.4f (ratio %.4f)\n", r.reference_perplexity, r.ppl_ratio);
@@ -88,6 +92,7 @@ int run_eval(const EvalFlags& f) {
   c.context = f.ctx;
   c.stride = f.stride;
   c.max_windows = f.max_windows;
+  c.score_from = f.score_from;
   c.device.num_threads = f.threads;
   if (!parse_device_kind(f.device, &c.device.device)) {
     std::fprintf(stderr, "lathe eval: --device must be auto, cpu or cuda, got '%s'\n",
@@ -134,6 +139,11 @@ void register_eval(CLI::App& app, int* exit_code) {
                   "tokens between window starts; each later window scores its last STRIDE "
                   "targets (default ctx/2)");
   cmd->add_option("--max-windows", f->max_windows, "evaluate at most this many windows (0: all)")
+      ->capture_default_str();
+  cmd->add_option("--score-from", f->score_from,
+                  "score only the targets at this offset of each window and later (0: the "
+                  "sliding-window plan); --ctx N --stride N --score-from N/2+1 scores the tokens "
+                  "llama.cpp's llama-perplexity scores")
       ->capture_default_str();
   cmd->add_flag("--json", f->json, "print the report as one JSON object");
   cmd->add_option("--device", f->device, "auto | cpu | cuda")->capture_default_str();

@@ -113,7 +113,8 @@ Result<EvalReport> evaluate(const EvalConfig& config, const EvalProgressFn& prog
     report.text_origin = "(text)";
   }
   // Window sizes are checked before anything is loaded.
-  LATHE_RETURN_IF_ERROR(plan_eval_windows(c.context, c.context, c.stride, c.max_windows).status());
+  LATHE_RETURN_IF_ERROR(
+      plan_eval_windows(c.context, c.context, c.stride, c.max_windows, c.score_from).status());
 
   LATHE_ASSIGN_OR_RETURN(DeviceSelection device, select_device(c.device));
   LATHE_ASSIGN_OR_RETURN(EvalModel model, open_model(c.model, c, device.device, "model"));
@@ -133,10 +134,12 @@ Result<EvalReport> evaluate(const EvalConfig& config, const EvalProgressFn& prog
   enc.parse_special = false;  // the text is data: "<|im_start|>" in it is text
   const std::vector<TokenId> ids = tok.encode(text, enc);
   report.text_tokens = static_cast<int64_t>(ids.size());
-  LATHE_ASSIGN_OR_RETURN(std::vector<EvalWindow> windows,
-                         plan_eval_windows(report.text_tokens, c.context, c.stride, c.max_windows));
+  LATHE_ASSIGN_OR_RETURN(
+      std::vector<EvalWindow> windows,
+      plan_eval_windows(report.text_tokens, c.context, c.stride, c.max_windows, c.score_from));
   report.context = c.context;
   report.stride = c.stride;
+  report.score_from = c.score_from;
   report.windows = static_cast<int32_t>(windows.size());
 
   const int64_t vocab = model.runner->vocab_size();

@@ -27,13 +27,15 @@
 namespace lathe {
 
 struct EvalConfig {
-  std::string model;         // GGUF file or HF folder (any format Lathe loads)
-  std::string reference;     // empty: perplexity only
-  std::string text_file;     // UTF-8 text; ignored when `text` is set
-  std::string text;          // the text itself (front-ends that hold it in memory)
-  int32_t context = 512;     // tokens per window (--ctx)
-  int32_t stride = 0;        // tokens between window starts; 0 = context / 2
-  int32_t max_windows = 0;   // 0 = every full window of the text
+  std::string model;        // GGUF file or HF folder (any format Lathe loads)
+  std::string reference;    // empty: perplexity only
+  std::string text_file;    // UTF-8 text; ignored when `text` is set
+  std::string text;         // the text itself (front-ends that hold it in memory)
+  int32_t context = 512;    // tokens per window (--ctx)
+  int32_t stride = 0;       // tokens between window starts; 0 = context / 2
+  int32_t max_windows = 0;  // 0 = every full window of the text
+  int32_t score_from =
+      0;  // > 0: every window scores only targets at offsets >= this (--score-from)
   int32_t logit_rows = 128;  // positions per forward step, bounds the logits held at once
   DeviceConfig device;       // kAuto picks CUDA when usable; num_threads for the CPU
 };
@@ -42,7 +44,7 @@ struct EvalReport {
   std::string model, reference, text_origin;  // text_origin: the file, or "(text)"
   std::string device;                         // the model runner's device description
   int64_t text_tokens = 0;
-  int32_t context = 0, stride = 0, windows = 0;
+  int32_t context = 0, stride = 0, windows = 0, score_from = 0;
   int64_t scored = 0;  // positions scored (predictions of a next token)
   double mean_nll = 0.0;
   double perplexity = 0.0;

@@ -55,6 +55,22 @@ class CliEvalTest : public QObject {
              qPrintable(r.out + r.err));
   }
 
+  void score_from_scores_the_second_halves() {
+    // llama-perplexity's plan at n_ctx 16: chunks of 16, targets 9..15 of each.
+    const QString model = QString::fromStdString(lathe::test::fixture_path("model/tiny_llama"));
+    const QString text = write(dir_, "text2.txt", kText);
+    auto r = run_lathe({"eval", model, "--text", text, "--ctx", "16", "--stride", "16",
+                        "--score-from", "9", "--max-windows", "2", "--json", "--device", "cpu"});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    const QJsonObject j = QJsonDocument::fromJson(r.out.toUtf8()).object();
+    QCOMPARE(j["score_from"].toInt(), 9);
+    QCOMPARE(j["windows"].toInt(), 2);
+    QCOMPARE(j["scored_positions"].toInt(), 14);
+    r = run_lathe(
+        {"eval", model, "--text", text, "--ctx", "16", "--score-from", "9", "--device", "cpu"});
+    QVERIFY2(r.exit_code == 0 && r.out.contains("targets from offset 9"), qPrintable(r.out));
+  }
+
   void bad_input_is_one_line_and_exit_1() {
     const QString model = QString::fromStdString(lathe::test::fixture_path("model/tiny_llama"));
     const QString empty = write(dir_, "empty.txt", "");
@@ -63,7 +79,9 @@ class CliEvalTest : public QObject {
          {std::pair{QStringList{"eval", model, "--text", empty}, QString("is empty")},
           std::pair{QStringList{"eval", model, "--text", text}, QString("fewer than one window")},
           std::pair{QStringList{"eval", model, "--text", text, "--device", "tpu"},
-                    QString("--device must be")}}) {
+                    QString("--device must be")},
+          std::pair{QStringList{"eval", model, "--text", text, "--ctx", "16", "--score-from", "16"},
+                    QString("--score-from must be in [0, --ctx - 1 = 15]")}}) {
       auto r = run_lathe(args);
       QCOMPARE(r.exit_code, 1);
       QVERIFY2(r.err.contains(needle) && r.err.trimmed().count('\n') == 0, qPrintable(r.err));

@@ -119,6 +119,34 @@ class EvalTest : public QObject {
     }
   }
 
+  void score_from_keeps_the_second_half_as_llama_perplexity() {
+    // llama-perplexity's plan: chunks of 512 at 0, 512, ...; each scores targets 257..511.
+    auto w = plan_eval_windows(2100, 512, 512, 0, 257);
+    LATHE_QVERIFY_RESULT(w);
+    QCOMPARE(w.value().size(), size_t{4});
+    for (size_t i = 0; i < 4; ++i) {
+      QCOMPARE(w.value()[i].begin, int64_t(512 * i));
+      QCOMPARE(w.value()[i].first_target, 257);
+    }
+    // Without it, stride == ctx scores targets 1..ctx-1 of every window (offset 0 has no
+    // prediction in the window).
+    const std::vector<EvalWindow> plain = plan_eval_windows(2100, 512, 512, 0).value();
+    for (const EvalWindow& x : plain) QCOMPARE(x.first_target, 1);
+    // With a sliding plan, the later of the two limits wins.
+    auto s = plan_eval_windows(100, 40, 20, 0, 5).value();
+    QCOMPARE(s[0].first_target, 5);
+    QCOMPARE(s[1].first_target, 20);
+    auto t = plan_eval_windows(100, 40, 20, 0, 30).value();
+    QCOMPARE(t[1].first_target, 30);
+    for (int bad : {-1, 40, 41}) {
+      auto r = plan_eval_windows(100, 40, 20, 0, bad);
+      QVERIFY(!r.is_ok());
+      QVERIFY2(r.status().message().find("--score-from must be in [0, --ctx - 1 = 39]") !=
+                   std::string::npos,
+               r.status().message().c_str());
+    }
+  }
+
   void model_against_itself_has_zero_divergence() {
     EvalConfig c = cpu_config(tiny_llama(), kText);
     c.reference = tiny_llama();
@@ -172,6 +200,51 @@ class EvalTest : public QObject {
     const double ppl = std::exp(nll / (kCtx - 1));
     QVERIFY2(std::fabs(r.value().perplexity - ppl) < 1e-9 * ppl,
              qPrintable(QString("%1 vs %2").arg(r.value().perplexity).arg(ppl)));
+  }
+
+  void score_from_equals_a_direct_computation_of_the_second_halves() {
+    // Two non-overlapping windows of 24 tokens, each scoring targets 13..23 (llama-perplexity's
+    // plan at n_ctx 24), against the logits of every prefix of each window.
+    constexpr int32_t kCtx = 24, kFrom = 13;
+    EvalConfig c = cpu_config(tiny_llama(), kText);
+    c.context = kCtx;
+    c.stride = kCtx;
+    c.score_from = kFrom;
+    c.max_windows = 2;
+    c.logit_rows = 5;
+    auto r = evaluate(c, nullptr, nullptr);
+    LATHE_QVERIFY_RESULT(r);
+    QCOMPARE(r.value().scored, int64_t{2 * (kCtx - kFrom)});
+    QCOMPARE(r.value().score_from, kFrom);
+
+    auto m = load_model(tiny_llama());
+    LATHE_QVERIFY_RESULT(m);
+    EncodeOptions o;
+    o.add_special_tokens = false;
+    o.parse_special = false;
+    const std::vector<int32_t> all = m.value().tokenizer->encode(kText, o);
+    QVERIFY(all.size() >= size_t{2 * kCtx});
+    const int64_t vocab = m.value().config.vocab_size;
+    double nll = 0;
+    for (int32_t w = 0; w < 2; ++w) {
+      std::vector<int32_t> ids(all.begin() + w * kCtx, all.begin() + (w + 1) * kCtx);
+      if (m.value().tokenizer->add_bos()) ids[0] = m.value().tokenizer->bos_id();
+      std::vector<int32_t> lengths;
+      for (int32_t len = kFrom; len < kCtx; ++len) lengths.push_back(len);
+      auto logits = test::prefix_logits(tiny_llama(), ids, lengths);
+      LATHE_QVERIFY_RESULT(logits);
+      for (size_t i = 0; i < lengths.size(); ++i)
+        nll += direct_nll(logits.value().data() + i * vocab, vocab, ids[lengths[i]]);
+    }
+    const double ppl = std::exp(nll / (2 * (kCtx - kFrom)));
+    QVERIFY2(std::fabs(r.value().perplexity - ppl) < 1e-9 * ppl,
+             qPrintable(QString("%1 vs %2").arg(r.value().perplexity).arg(ppl)));
+    // Scoring every target of the same windows gives another figure: the option is used.
+    c.score_from = 0;
+    auto full = evaluate(c, nullptr, nullptr);
+    LATHE_QVERIFY_RESULT(full);
+    QCOMPARE(full.value().scored, int64_t{2 * (kCtx - 1)});
+    QVERIFY(std::fabs(full.value().perplexity - ppl) > 1e-6 * ppl);
   }
 
   void different_models_diverge() {
@@ -243,6 +316,12 @@ class EvalTest : public QObject {
       c.context = 16;
       c.stride = 17;
       cases.push_back({"stride", c, "--stride must be in [1, --ctx = 16]"});
+    }
+    {
+      EvalConfig c = cpu_config(tiny_llama(), kText);
+      c.context = 16;
+      c.score_from = 16;
+      cases.push_back({"score-from", c, "--score-from must be in [0, --ctx - 1 = 15]"});
     }
     {
       EvalConfig c = cpu_config(dir.path().toStdString() + "/nothing", kText);
