@@ -254,7 +254,9 @@ if [[ " $SKIP " != *" sanitizer "* ]] && command -v compute-sanitizer > /dev/nul
   if [ -x "$BIN/test_cuda_quant" ] && [ "$(left)" -gt 30 ]; then
     timeout $(( $(left) > 30 ? $(left) - 10 : 20 )) compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_cuda_quant" \
       mixed_parts_and_slabs_match_cpu "integer_codes_match_cpu:int4 g32 asym act-order" "fp8_matches_cpu:block 128" \
-      "low_bit_k_quants_match_cpu:q2_k n 5 k 256" "low_bit_k_quants_match_cpu:q3_k n 33 k 768" > "$OUT/memcheck-quant.txt" 2>&1
+      "low_bit_k_quants_match_cpu:q2_k n 5 k 256" "low_bit_k_quants_match_cpu:q3_k n 33 k 768" \
+      "int4_gemm_matches_cpu:n272 k2048 g64 sym: a partial block, splits" \
+      "int4_gemm_matches_cpu:n48 k448 g64 asym: 7 chunks" > "$OUT/memcheck-quant.txt" 2>&1
     rc3=$?
   fi
   grep -E "ERROR SUMMARY|Totals" "$OUT"/memcheck-*.txt | tee -a "$LOG"

@@ -231,7 +231,7 @@ class CompareTest : public QObject {
     const CompareRun shown = m_panel->currentRun();
     QCOMPARE(shown.verdict, m_panel->verdict());
     ComparePanel other([] { return LoadSettings{}; });
-    QTRY_COMPARE(other.recentRuns().size(), 1);
+    QTRY_COMPARE_WITH_TIMEOUT(other.recentRuns().size(), 1, 20000);  // a loaded machine
     QCOMPARE(other.recentRuns().first().first, savedPath);
     QVERIFY(other.recentRuns().first().second.contains("smol-q8_0.gguf"));
     QVERIFY(openAndWait(&other, savedPath));

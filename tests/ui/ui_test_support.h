@@ -5,6 +5,7 @@
 
 #include <QCoreApplication>
 #include <QElapsedTimer>
+#include <QFileInfo>
 #include <QSettings>
 #include <QStandardPaths>
 #include <QTemporaryDir>
@@ -19,7 +20,11 @@ namespace lathe::ui::test {
 inline void isolateSettings(const QTemporaryDir& dir) {
   QStandardPaths::setTestModeEnabled(true);
   QCoreApplication::setOrganizationName(QStringLiteral("LatheTest"));
-  QCoreApplication::setApplicationName(QStringLiteral("Lathe Studio Test"));
+  // One data folder per test executable (QStandardPaths' test mode is per user, not per process):
+  // executables that CTest runs side by side never see each other's saved files.
+  QCoreApplication::setApplicationName(
+      QStringLiteral("Lathe Studio Test ") +
+      QFileInfo(QCoreApplication::applicationFilePath()).baseName());
   QSettings::setDefaultFormat(QSettings::IniFormat);
   QSettings::setPath(QSettings::IniFormat, QSettings::UserScope,
                      dir.filePath(QStringLiteral("settings")));
