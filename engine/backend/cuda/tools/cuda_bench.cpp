@@ -16,8 +16,8 @@
 //       [--quantization fp8|int8|int4|q4_k_m|q4_k|q4_0|q8_0|q5_k_m|q6_k]
 // The model is loaded with dummy weights unless --load-format auto is given. GGUF types (dummy
 // weights only, engine/model/dummy_gguf.h) keep the projections and the LM head in the blocks a
-// file of that type has; with any --quantization the decode bound reads the resident weight bytes
-// (all but the 16-bit embedding of an untied model).
+// file of that type has. With --quantization or a checkpoint's weights the decode bound reads the
+// resident weight bytes (all but the 16-bit embedding of an untied model).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -312,9 +312,12 @@ int main(int argc, char** argv) {
   // Weights read per step: all resident weights but the embedding (one row per token), as stored
   // (quantized projections at their format's bytes, scales and zero points included).
   const double embedding_bytes = c.tie_word_embeddings ? 0.0 : 2.0 * static_cast<double>(v * h);
-  const double weight_bytes_per_step =
-      o.quantization.empty() ? 2.0 * static_cast<double>(matrix_params + v * h)
-                             : static_cast<double>(mem.weight_bytes) - embedding_bytes;
+  // 16-bit dummy weights: the matrices' bytes; otherwise (a quantized dummy, or a checkpoint whose
+  // formats may be quantized, e.g. a GGUF file) the resident bytes.
+  const bool resident_bound = !o.quantization.empty() || !o.dummy;
+  const double weight_bytes_per_step = resident_bound
+                                           ? static_cast<double>(mem.weight_bytes) - embedding_bytes
+                                           : 2.0 * static_cast<double>(matrix_params + v * h);
   const double kv_per_token = static_cast<double>(c.kv_bytes_per_token(2));
   std::printf("weights: %.3f GB resident (%s), %.3f GB read per decode step\n",
               static_cast<double>(mem.weight_bytes) / 1e9,
