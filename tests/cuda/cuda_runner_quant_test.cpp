@@ -282,6 +282,22 @@ class CudaRunnerQuantTest : public QObject {
       b.advance(next);
     }
   }
+
+  // GGUF dummies live in their blocks: with LATHE_CUDA_NATIVE_FORMATS=0 they are refused, saying
+  // so.
+  void dummy_gguf_needs_native_formats() {
+    LATHE_REQUIRE_GPU();
+    QTemporaryDir dir;
+    auto m = load_dummy("llama-3.1-8b", "q4_k_m", dir.path(), 1);
+    LATHE_QVERIFY_RESULT(m);
+    CudaSwitches dense;
+    dense.native_formats = false;
+    auto gpu = make_cuda(m.value(), 64, false, 1, dense);
+    QVERIFY(!gpu.is_ok());
+    QCOMPARE(gpu.status().code(), ErrorCode::kUnsupported);
+    QVERIFY2(gpu.status().message().find("LATHE_CUDA_NATIVE_FORMATS=0") != std::string::npos,
+             gpu.status().message().c_str());
+  }
 };
 
 QTEST_GUILESS_MAIN(CudaRunnerQuantTest)
