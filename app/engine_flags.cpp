@@ -30,8 +30,8 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, bool with_model_option) {
   cmd.add_option("--quantization,-q", f.quantization,
                  "quantize a 16-bit checkpoint's layer weights at load, round-to-nearest (vLLM's "
                  "--quantization): fp8 (e4m3, per-tensor scales), int8 (per-channel), int4 "
-                 "(g128)")
-      ->check(CLI::IsMember({"fp8", "int8", "int4"}));
+                 "(g128); with --load-format dummy also random weights in GGUF block types "
+                 "(the CUDA backend): q4_k_m, q4_k, q4_0, q8_0, q5_k_m, q6_k");
   cmd.add_option(
       "--kv-cache-memory", f.kv_cache_memory,
       "memory for the KV cache, e.g. 512MiB or 2GiB (default: CPU min(1 GiB, 25% of RAM); GPU "
@@ -106,9 +106,10 @@ Result<EngineConfig> resolve_engine_flags(const EngineFlags& f) {
   c.device.num_threads = f.num_threads;
   c.device.enforce_eager = f.enforce_eager;
   c.load.load_format = f.load_format == "dummy" ? LoadFormat::kDummy : LoadFormat::kAuto;
-  if (!f.quantization.empty() && !parse_online_quant(f.quantization, &c.load.quantization))
-    return invalid_argument("--quantization must be fp8, int8 or int4, got '" + f.quantization +
-                            "'");
+  if (!f.quantization.empty())
+    LATHE_RETURN_IF_ERROR(parse_quantization_option(f.quantization,
+                                                    c.load.load_format == LoadFormat::kDummy,
+                                                    &c.load.quantization, &c.load.dummy_gguf));
   if (!f.kv_cache_memory.empty()) {
     const int64_t bytes = parse_byte_size(f.kv_cache_memory);
     if (bytes <= 0)

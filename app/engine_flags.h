@@ -17,7 +17,8 @@ struct EngineFlags {
   std::string device = "auto";       // --device cpu|cuda|auto
   std::string dtype = "auto";        // --dtype auto|bf16|f16
   std::string load_format = "auto";  // --load-format auto|dummy
-  std::string quantization;          // --quantization fp8|int8|int4 (quantize at load); empty: off
+  std::string quantization;          // --quantization fp8|int8|int4 (quantize at load), or a GGUF
+                                     // type of dummy_gguf.h (dummy loads); empty: off
   std::string kv_cache_memory;       // --kv-cache-memory 2GiB (CPU)
   double gpu_memory_utilization = 0.90;
   int max_model_len = 0;

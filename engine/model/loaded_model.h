@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/model/checkpoint_quant.h"
+#include "engine/model/dummy_gguf.h"
 #include "engine/model/model_config.h"
 #include "engine/model/weight_store.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -48,6 +49,8 @@ struct LoadedModel {
   CheckpointQuant quantization;
   // Quantization applied when the weights are bound (LoadOptions::quantization).
   OnlineQuant online_quantization = OnlineQuant::kNone;
+  // kDummy only: the layer projections (and LM head) in GGUF block types (LoadOptions::dummy_gguf).
+  DummyGguf dummy_gguf;
 };
 
 }  // namespace lathe

@@ -23,6 +23,16 @@ bool starts_with_gguf_magic(const std::string& path) {
 
 Result<LoadedModel> load_model(const std::string& path, const LoadOptions& options) {
   if (path.empty()) return invalid_argument("no model path given");
+  if (options.dummy_gguf.active()) {
+    OnlineQuant unused = OnlineQuant::kNone;
+    DummyGguf g;
+    LATHE_RETURN_IF_ERROR(parse_quantization_option(
+        options.dummy_gguf.name, options.load_format == LoadFormat::kDummy, &unused, &g));
+    if (options.quantization != OnlineQuant::kNone)
+      return invalid_argument(
+          "one --quantization at a time: " + std::string(online_quant_name(options.quantization)) +
+          " or " + options.dummy_gguf.name);
+  }
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (ec || !fs::exists(st)) return not_found(path + ": no such file or folder");
@@ -64,6 +74,7 @@ Result<LoadedModel> load_model(const std::string& path, const LoadOptions& optio
             q, path.c_str(), name.c_str(), std::string(dtype_name(t.dtype)).c_str()));
     m.online_quantization = options.quantization;
   }
+  m.dummy_gguf = options.dummy_gguf;
   return result;
 }
 

@@ -6,6 +6,7 @@
 
 #include "engine/core/status.h"
 #include "engine/model/checkpoint_quant.h"
+#include "engine/model/dummy_gguf.h"
 #include "engine/model/loaded_model.h"
 
 namespace lathe {
@@ -20,6 +21,9 @@ struct LoadOptions {
   // vLLM's --quantization: quantize the 16-bit layer projections when they are bound (RTN); a
   // checkpoint that is already quantized (or a GGUF of block types) is refused by name.
   OnlineQuant quantization = OnlineQuant::kNone;
+  // --quantization q4_k_m|q4_k|q4_0|q8_0|q5_k_m|q6_k: random weights in GGUF block types
+  // (dummy_gguf.h); only with kDummy, refused otherwise.
+  DummyGguf dummy_gguf;
 };
 
 // Errors name the file and the problem, e.g.

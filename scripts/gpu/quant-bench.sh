@@ -6,10 +6,14 @@
 # `--quantization fp8|int8|int4` makes (random codes in the format, dummy_quant.h): resident weight
 # bytes, batch-1 latency (512 in, 128 out) against the format's own roofline (bytes read per step /
 # the copy bandwidth measured here), one 2048-token prefill, decode tok/s at batch 1..256. Then the
-# Llama-3.1-70B shape as int4 and fp8: loads on one H200 and decodes at batch 1.
+# Llama-3.1-70B shape as int4 and fp8: loads on one H200 and decodes at batch 1. Optionally the
+# GGUF types (random blocks laid out as a file's, engine/model/dummy_gguf.h: q4_k_m is llama.cpp's
+# Q4_K_M mix with its q6_k LM head) at the 8B shape: batch-1 latency and decode at batch 1 and 8
+# against their rooflines.
 # Environment: LATHE_GPU_BUNDLE, OUT (output folder), LATHE_QUANT_FORMATS (default "none fp8 int8
-# int4"), LATHE_QUANT_70B (default "int4 fp8"; empty to skip), LATHE_QUANT_AB (default 1; empty:
-# no same-run A/B of the previous kernels), LATHE_GPU_BUDGET_S (default 300).
+# int4"), LATHE_QUANT_70B (default "int4 fp8"; empty to skip), LATHE_QUANT_GGUF (default empty,
+# e.g. "q4_k_m q8_0 q4_0"; not in the defaults until a run says what each costs), LATHE_QUANT_AB
+# (default 1; empty: no same-run A/B of the previous kernels), LATHE_GPU_BUDGET_S (default 300).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/gpu/lib.sh
@@ -61,6 +65,21 @@ for q in ${LATHE_QUANT_FORMATS:-none fp8 int8 int4}; do
       while IFS= read -r line; do SUMMARY+=("  one launch per part (LATHE_CUDA_INT4_TILE_PAIRS=0): $line"); done < <(grep -E '^(batch-1 decode|decode tok/s)' "$OUT/quant-8b-$q-nopairs.txt")
     fi
   fi
+done
+
+for q in ${LATHE_QUANT_GGUF-}; do
+  [ "$(left)" -gt 50 ] || { log "out of time before GGUF $q"; break; }
+  log "== 8B shape, --quantization $q (GGUF blocks)"
+  start=$SECONDS
+  timeout $(( $(left) > 110 ? 90 : $(left) - 20 )) "$BIN/lathe_cuda_bench" \
+    --model benchmarks/configs/llama-3.1-8b --copy-gbps "${COPY:-0}" --gemm-tflops "${GEMM:-0}" \
+    --quantization "$q" --latency 512,128 --decode 1,8 --skip prefill,profile,throughput \
+    > "$OUT/quant-8b-$q.txt" 2>&1
+  log "exit $? after $(( SECONDS - start )) s"
+  w=$(grep -m1 '^weights:' "$OUT/quant-8b-$q.txt")
+  SUMMARY+=("8B $q ($(( SECONDS - start )) s): $w")
+  while IFS= read -r line; do SUMMARY+=("  $line"); done < <(grep -E '^(batch-1 decode|decode tok/s)' "$OUT/quant-8b-$q.txt")
+  grep -q -i "error\|lathe_cuda_bench:" "$OUT/quant-8b-$q.txt" && SUMMARY+=("  8B $q: $(grep -m2 -i 'error\|lathe_cuda_bench:' "$OUT/quant-8b-$q.txt" | tr '\n' ' ')")
 done
 
 for q in ${LATHE_QUANT_70B-int4 fp8}; do

@@ -215,6 +215,16 @@ class CliTest : public QObject {
     QVERIFY(q.exit_code != 0);
     QCOMPARE(error_lines(q.err).size(), 1);
     QVERIFY2(q.err.contains("without --quantization"), qPrintable(q.err));
+    // GGUF types give random weights (--load-format dummy) on the CUDA backend only.
+    Run real = run_lathe(
+        {"generate", "-m", gguf, "-p", "hi", "--device", "cpu", "--quantization", "q4_k_m"});
+    QVERIFY(real.exit_code != 0);
+    QCOMPARE(error_lines(real.err).size(), 1);
+    QVERIFY2(real.err.contains("needs --load-format dummy"), qPrintable(real.err));
+    Run cpu =
+        run_lathe(QStringList{"bench", "latency", "--quantization", "q8_0"} + dummy_fixture());
+    QVERIFY(cpu.exit_code != 0);
+    QVERIFY2(cpu.err.contains("CUDA backend only"), qPrintable(cpu.err));
   }
 
   // End to end on real quantized weights: Qwen2.5-Coder-0.5B-Instruct Q4_K_M (Q4_K, Q6_K, Q5_0 and

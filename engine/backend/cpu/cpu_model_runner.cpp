@@ -63,6 +63,10 @@ Result<std::unique_ptr<CpuModelRunner>> CpuModelRunner::create(const LoadedModel
   r->config_ = model.config;
   r->plan_ = make_forward_plan(model.config, options.parallel.world_size);
   r->pool_ = std::make_unique<ThreadPool>(options.num_threads);
+  if (model.dummy_gguf.active())
+    return unsupported("--quantization " + model.dummy_gguf.name +
+                       " with dummy weights (random GGUF blocks) runs on the CUDA backend only; "
+                       "use --device cuda, or on the CPU load a GGUF file of that type");
   if (model.format == ModelFormat::kDummy) {
     if (model.online_quantization == OnlineQuant::kNone) {
       // Random weights are written, so every byte needs RAM: refuse what the machine cannot hold

@@ -175,32 +175,23 @@ Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint
   if (!dummy) {
     LATHE_ASSIGN_OR_RETURN(mw, bind_model_weights(model));
   }
-  // Dummy weights with --quantization: the layer projections in that format (dummy_quant.h).
-  const bool dummy_quant =
-      dummy && native_formats && model.online_quantization != OnlineQuant::kNone;
-  std::vector<LayerWeights> dummy_layers;
+  // Dummy weights with --quantization: the layer projections (GGUF types: and the LM head) in
+  // that format (dummy_quant.h).
+  if (dummy && !native_formats && model.dummy_gguf.active())
+    return unsupported("--quantization " + model.dummy_gguf.name +
+                       " with dummy weights keeps GGUF blocks on the device, which "
+                       "LATHE_CUDA_NATIVE_FORMATS=0 turns off; unset it");
+  const bool dummy_quant = native_formats && has_dummy_quant(model);
+  DummyQuantWeights dq;
   if (dummy_quant) {
-    dummy_layers.resize(static_cast<size_t>(c.num_layers));
-    for (int64_t i = 0; i < c.num_layers; ++i) {
-      LayerWeights& l = dummy_layers[static_cast<size_t>(i)];
-      auto part = [&](LinearGroup& g, const char* suffix, int64_t n, int64_t k) {
-        g.parts.push_back(dummy_quant_matrix(model.online_quantization,
-                                             WeightStore::layer_name(i, suffix), n, k));
-      };
-      part(l.qkv, "attn_q", qs, h);
-      part(l.qkv, "attn_k", kvs, h);
-      part(l.qkv, "attn_v", kvs, h);
-      part(l.o, "attn_output", h, qs);
-      part(l.gate_up, "ffn_gate", ffn, h);
-      part(l.gate_up, "ffn_up", ffn, h);
-      part(l.down, "ffn_down", h, ffn);
-    }
-    log_info(strformat(
-        "--quantization %s with dummy weights: %s layer projections of random "
-        "codes, LM head and embedding %s",
-        online_quant_name(model.online_quantization),
-        dummy_layers[0].qkv.parts[0].describe().c_str(), std::string(dtype_name(dtype)).c_str()));
+    LATHE_ASSIGN_OR_RETURN(dq, dummy_quant_weights(model));
+    log_info(strformat("--quantization %s with dummy weights: %s, embedding %s",
+                       model.dummy_gguf.active() ? model.dummy_gguf.name.c_str()
+                                                 : online_quant_name(model.online_quantization),
+                       dq.description.c_str(), std::string(dtype_name(dtype)).c_str()));
   }
+  const std::vector<LayerWeights>& dummy_layers = dq.layers;
+  const LinearGroup* dummy_head = dq.lm_head.parts.empty() ? nullptr : &dq.lm_head;
   // The layer weights a projection is planned from: the checkpoint's, the quantized dummy's, or
   // none (16-bit dummy).
   auto layer_source = [&](size_t i) -> const LayerWeights* {
@@ -227,7 +218,7 @@ Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint
   if (tied) {
     head.dense_offset = off_embd;
   } else {
-    LATHE_ASSIGN_OR_RETURN(head, plan(dummy ? nullptr : &mw.lm_head, v, h));
+    LATHE_ASSIGN_OR_RETURN(head, plan(dummy ? dummy_head : &mw.lm_head, v, h));
   }
   const int64_t off_onorm = lay.add(h * 4);
   struct LayerOffsets {
@@ -287,8 +278,11 @@ Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint
     return l;
   };
   w.token_embd = at(off_embd);
-  LATHE_ASSIGN_OR_RETURN(w.lm_head,
-                         linear(head, dummy || tied ? nullptr : &mw.lm_head, v, h, "lm_head"));
+  LATHE_ASSIGN_OR_RETURN(w.lm_head, linear(head,
+                                           tied    ? nullptr
+                                           : dummy ? dummy_head
+                                                   : &mw.lm_head,
+                                           v, h, "lm_head"));
   w.output_norm = atf(off_onorm);
   w.layers.resize(lo.size());
   for (size_t i = 0; i < lo.size(); ++i) {
@@ -343,11 +337,13 @@ Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint
       const LayerWeights& l = dummy_layers[i];
       for (const auto& [dl, g] : {std::pair{&d.qkv, &l.qkv}, std::pair{&d.o, &l.o},
                                   std::pair{&d.gate_up, &l.gate_up}, std::pair{&d.down, &l.down}})
-        for (size_t j = 0; j < dl->parts.size(); ++j) {
-          LATHE_ASSIGN_OR_RETURN(const RepackShape s, repack_shape(g->parts[j], int4_tiles));
-          LATHE_RETURN_IF_ERROR(fill_dummy_quant_part(dl->parts[j], s, dummy_seed, sid++, stream));
-        }
+        for (size_t j = 0; j < dl->parts.size(); ++j)
+          LATHE_RETURN_IF_ERROR(fill_dummy_quant_part(g->parts[j], dl->parts[j], int4_tiles,
+                                                      dummy_seed, sid++, stream));
     }
+    if (dummy_head != nullptr && !tied)
+      LATHE_RETURN_IF_ERROR(fill_dummy_quant_part(dummy_head->parts[0], w.lm_head.parts[0],
+                                                  int4_tiles, dummy_seed, sid++, stream));
     LATHE_RETURN_IF_ERROR(constant_fill(DType::kF32, w.output_norm, h, 1.0f, stream));
     for (DeviceLayer& d : w.layers) {
       LATHE_RETURN_IF_ERROR(constant_fill(DType::kF32, d.attn_norm, h, 1.0f, stream));

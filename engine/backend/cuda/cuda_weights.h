@@ -15,7 +15,9 @@
 // always dense (the embedding kernel reads rows), and a tied LM head shares it.
 // ModelFormat::kDummy: seeded random weights generated on the device (random_fill.h) in the streams
 // of dummy_matrix_order(), the same values as the CPU backend's for the same seed; norm weights 1,
-// biases 0.
+// biases 0. With --quantization (fp8|int8|int4, or a GGUF type of engine/model/dummy_gguf.h) the
+// layer projections, and for GGUF types the untied LM head, are planned as dummy_quant.h describes
+// them and filled with random codes and constant scales.
 #pragma once
 
 #include <cuda_runtime.h>

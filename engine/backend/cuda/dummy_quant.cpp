@@ -1,8 +1,84 @@
 #include "engine/backend/cuda/dummy_quant.h"
 
+#include <algorithm>
+
 #include "engine/backend/cuda/random_fill.h"
+#include "engine/core/strings.h"
+#include "engine/model/weight_store.h"
 
 namespace lathe::cuda {
+
+bool has_dummy_quant(const LoadedModel& model) {
+  return model.format == ModelFormat::kDummy &&
+         (model.online_quantization != OnlineQuant::kNone || model.dummy_gguf.active());
+}
+
+Result<DummyQuantWeights> dummy_quant_weights(const LoadedModel& model) {
+  const ModelConfig& c = model.config;
+  const int64_t h = c.hidden_size, qs = c.q_size(), kvs = c.kv_size(), ffn = c.intermediate_size;
+  const DummyGguf& gguf = model.dummy_gguf;
+  DummyQuantWeights w;
+  Status status;
+  // One part: `tensor` is the GGUF name's middle ("attn_q"), layer -1 for the LM head.
+  auto part = [&](LinearGroup& g, int64_t layer, const char* tensor, int64_t n, int64_t k) {
+    const std::string name =
+        layer < 0 ? std::string("output") : WeightStore::layer_name(layer, tensor);
+    if (!gguf.active()) {
+      g.parts.push_back(dummy_quant_matrix(model.online_quantization, name, n, k));
+      return;
+    }
+    Result<DType> t = dummy_gguf_type(gguf, c, tensor, layer, k);
+    if (!t.is_ok()) {
+      if (status.is_ok()) status = t.status();
+      return;
+    }
+    g.parts.push_back(dummy_gguf_matrix(t.value(), name, n, k));
+  };
+  w.layers.resize(static_cast<size_t>(c.num_layers));
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    LayerWeights& l = w.layers[static_cast<size_t>(i)];
+    part(l.qkv, i, "attn_q", qs, h);
+    part(l.qkv, i, "attn_k", kvs, h);
+    part(l.qkv, i, "attn_v", kvs, h);
+    part(l.o, i, "attn_output", h, qs);
+    part(l.gate_up, i, "ffn_gate", ffn, h);
+    part(l.gate_up, i, "ffn_up", ffn, h);
+    part(l.down, i, "ffn_down", h, ffn);
+  }
+  if (gguf.active() && !c.tie_word_embeddings) part(w.lm_head, -1, "output", c.vocab_size, h);
+  LATHE_RETURN_IF_ERROR(status);
+  // The layers' types, most weights first ("q4_k+q6_k").
+  std::vector<std::pair<int64_t, std::string>> types;
+  for (const LayerWeights& l : w.layers)
+    for (const LinearGroup* g : {&l.qkv, &l.o, &l.gate_up, &l.down})
+      for (const WeightMatrix& m : g->parts) {
+        const std::string d = m.describe();
+        auto it =
+            std::find_if(types.begin(), types.end(), [&](const auto& t) { return t.second == d; });
+        if (it == types.end())
+          types.emplace_back(m.n * m.k, d);
+        else
+          it->first += m.n * m.k;
+      }
+  std::stable_sort(types.begin(), types.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (const auto& t : types) w.description += (w.description.empty() ? "" : "+") + t.second;
+  w.description += " layer projections of random codes, LM head ";
+  w.description += w.lm_head.parts.empty() ? std::string(c.tie_word_embeddings ? "tied" : "16-bit")
+                                           : w.lm_head.parts[0].describe();
+  return w;
+}
+
+WeightMatrix dummy_gguf_matrix(DType type, const std::string& name, int64_t n, int64_t k) {
+  WeightMatrix m;
+  m.name = name;
+  m.n = n;
+  m.k = k;
+  m.format = WeightFormat::kGguf;
+  m.dtype = type;
+  m.data = make_view(type, {n, k}, nullptr);  // the shape and bytes of the blocks; no host data
+  return m;
+}
 
 WeightMatrix dummy_quant_matrix(OnlineQuant mode, const std::string& name, int64_t n, int64_t k) {
   WeightMatrix m;
@@ -40,8 +116,17 @@ WeightMatrix dummy_quant_matrix(OnlineQuant mode, const std::string& name, int64
   return m;
 }
 
-Status fill_dummy_quant_part(const QuantPart& part, const RepackShape& s, uint64_t seed,
-                             uint64_t stream_id, cudaStream_t stream) {
+Status fill_dummy_quant_part(const WeightMatrix& m, const QuantPart& part, bool int4_tiles,
+                             uint64_t seed, uint64_t stream_id, cudaStream_t stream) {
+  if (m.format == WeightFormat::kGguf) {
+    LATHE_ASSIGN_OR_RETURN(const GgufDummyBlock b, gguf_dummy_block(m.dtype));
+    const int64_t bytes = m.data.nbytes();
+    LATHE_RETURN_IF_ERROR(random_bytes(const_cast<void*>(part.data), (bytes + 3) / 4 * 4, 0xFF,
+                                       seed, stream_id, stream));
+    return block_pattern_fill(const_cast<void*>(part.data), bytes / b.block_bytes, b.block_bytes,
+                              b.offset, b.bytes.data(), b.len, stream);
+  }
+  LATHE_ASSIGN_OR_RETURN(const RepackShape s, repack_shape(m, int4_tiles));
   // Codes: uniform over the format's values. int4 codes (zero 8) spread with std ~4.6 and int8
   // codes (zero 128) with std ~74; E4M3 bytes with bit 6 clear (exponents 0..7, no NaN) reach
   // +-1.875 with std ~0.6. The scale brings each to std ~0.02.

@@ -4,6 +4,7 @@
 #include "engine/backend/cuda/kernel_utils.cuh"
 #include "engine/backend/cuda/random_fill.h"
 #include "engine/core/philox.h"
+#include "engine/core/strings.h"
 
 namespace lathe::cuda {
 namespace {
@@ -49,6 +50,19 @@ __global__ void random_bytes_kernel(uint32_t* __restrict__ dst, int64_t words, u
   }
 }
 
+struct BlockPattern {
+  uint8_t bytes[kMaxBlockPattern];
+};
+
+__global__ void block_pattern_kernel(uint8_t* __restrict__ dst, int64_t blocks, int32_t block_bytes,
+                                     int32_t offset, BlockPattern pattern, int32_t len) {
+  for (int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; b < blocks;
+       b += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    uint8_t* p = dst + b * block_bytes + offset;
+    for (int i = 0; i < len; ++i) p[i] = pattern.bytes[i];
+  }
+}
+
 int grid_for(int64_t n) {
   return static_cast<int>(std::min<int64_t>(ceil_div(n, 256), 8192));
 }
@@ -89,6 +103,20 @@ Status random_bytes(void* dst, int64_t bytes, uint8_t and_mask, uint64_t seed, u
   random_bytes_kernel<<<grid_for(bytes / 4), 256, 0, stream>>>(static_cast<uint32_t*>(dst),
                                                                bytes / 4, mask, seed, stream_id);
   return check_launch("random_bytes_kernel");
+}
+
+Status block_pattern_fill(void* dst, int64_t blocks, int32_t block_bytes, int32_t offset,
+                          const uint8_t* bytes, int32_t len, cudaStream_t stream) {
+  if (blocks <= 0) return Status();
+  if (len < 0 || len > kMaxBlockPattern || offset < 0 || offset + len > block_bytes)
+    return invalid_argument(strformat(
+        "block_pattern_fill: bytes [%d, %d) do not lie in a block of %d (at most %d bytes)", offset,
+        offset + len, block_bytes, kMaxBlockPattern));
+  BlockPattern pattern{};
+  for (int i = 0; i < len; ++i) pattern.bytes[i] = bytes[i];
+  block_pattern_kernel<<<grid_for(blocks), 256, 0, stream>>>(static_cast<uint8_t*>(dst), blocks,
+                                                             block_bytes, offset, pattern, len);
+  return check_launch("block_pattern_kernel");
 }
 
 Status constant_fill(DType dtype, void* dst, int64_t n, float value, cudaStream_t stream) {

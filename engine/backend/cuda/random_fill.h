@@ -27,6 +27,13 @@ Status random_fill(DType dtype, void* dst, int64_t n, int64_t element_offset, fl
 Status random_bytes(void* dst, int64_t bytes, uint8_t and_mask, uint64_t seed, uint64_t stream_id,
                     cudaStream_t stream);
 
+// In each of `blocks` consecutive blocks of `block_bytes` bytes at dst, bytes [offset, offset +
+// len) are set to bytes[0, len) (len <= kMaxBlockPattern; the constant d / scale fields of dummy
+// GGUF blocks, engine/model/dummy_gguf.h). Any alignment. One thread per block.
+constexpr int kMaxBlockPattern = 20;
+Status block_pattern_fill(void* dst, int64_t blocks, int32_t block_bytes, int32_t offset,
+                          const uint8_t* bytes, int32_t len, cudaStream_t stream);
+
 // dst[i] = value for i < n, dtype f32, f16 or bf16.
 Status constant_fill(DType dtype, void* dst, int64_t n, float value, cudaStream_t stream);
 

@@ -12,8 +12,12 @@
 //       [--context 512[,2048,...]] [--profile 1,64] [--throughput 1000,1024,128]
 //       [--max-num-seqs 256]
 //       [--max-num-batched-tokens 8192] [--max-model-len 4096] [--gpu-memory-utilization 0.9]
-//       [--dtype bf16|f16] [--enforce-eager] [--skip LIST] [--quantization fp8|int8|int4]
-// The model is loaded with dummy weights unless --load-format auto is given.
+//       [--dtype bf16|f16] [--enforce-eager] [--skip LIST]
+//       [--quantization fp8|int8|int4|q4_k_m|q4_k|q4_0|q8_0|q5_k_m|q6_k]
+// The model is loaded with dummy weights unless --load-format auto is given. GGUF types (dummy
+// weights only, engine/model/dummy_gguf.h) keep the projections and the LM head in the blocks a
+// file of that type has. With --quantization or a checkpoint's weights the decode bound reads the
+// resident weight bytes (all but the 16-bit embedding of an untied model).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -177,7 +181,7 @@ class Driver {
 struct Options {
   std::string model = "benchmarks/configs/llama-3.1-8b";
   bool dummy = true;
-  OnlineQuant quantization = OnlineQuant::kNone;  // --quantization: RTN of the projections at load
+  std::string quantization;  // --quantization: fp8|int8|int4, or a GGUF type (dummy_gguf.h)
   CudaRunnerOptions runner;
   double copy_gbps = 0, gemm_tflops = 0;
   std::vector<int64_t> latency = {512, 128};
@@ -205,10 +209,9 @@ int main(int argc, char** argv) {
       o.model = next();
     else if (a == "--load-format")
       o.dummy = next() == "dummy";
-    else if (a == "--quantization") {
-      if (!parse_online_quant(next(), &o.quantization))
-        die("--quantization must be fp8, int8 or int4");
-    } else if (a == "--copy-gbps")
+    else if (a == "--quantization")
+      o.quantization = next();
+    else if (a == "--copy-gbps")
       o.copy_gbps = std::atof(next().c_str());
     else if (a == "--gemm-tflops")
       o.gemm_tflops = std::atof(next().c_str());
@@ -252,7 +255,8 @@ int main(int argc, char** argv) {
   LoadOptions lo;
   lo.load_format = o.dummy ? LoadFormat::kDummy : LoadFormat::kAuto;
   lo.load_tokenizer = false;
-  lo.quantization = o.quantization;
+  if (!o.quantization.empty())
+    check(parse_quantization_option(o.quantization, o.dummy, &lo.quantization, &lo.dummy_gguf));
   auto model = load_model(o.model, lo);
   check(model.status());
   const ModelConfig& c = model.value().config;
@@ -308,17 +312,18 @@ int main(int argc, char** argv) {
   // Weights read per step: all resident weights but the embedding (one row per token), as stored
   // (quantized projections at their format's bytes, scales and zero points included).
   const double embedding_bytes = c.tie_word_embeddings ? 0.0 : 2.0 * static_cast<double>(v * h);
-  const double weight_bytes_per_step =
-      o.quantization == OnlineQuant::kNone
-          ? 2.0 * static_cast<double>(matrix_params + v * h)
-          : static_cast<double>(mem.weight_bytes) - embedding_bytes;
+  // 16-bit dummy weights: the matrices' bytes; otherwise (a quantized dummy, or a checkpoint whose
+  // formats may be quantized, e.g. a GGUF file) the resident bytes.
+  const bool resident_bound = !o.quantization.empty() || !o.dummy;
+  const double weight_bytes_per_step = resident_bound
+                                           ? static_cast<double>(mem.weight_bytes) - embedding_bytes
+                                           : 2.0 * static_cast<double>(matrix_params + v * h);
   const double kv_per_token = static_cast<double>(c.kv_bytes_per_token(2));
   std::printf("weights: %.3f GB resident (%s), %.3f GB read per decode step\n",
               static_cast<double>(mem.weight_bytes) / 1e9,
-              o.quantization == OnlineQuant::kNone
+              o.quantization.empty()
                   ? "as stored"
-                  : (std::string("projections --quantization ") + online_quant_name(o.quantization))
-                        .c_str(),
+                  : (std::string("projections --quantization ") + o.quantization).c_str(),
               weight_bytes_per_step / 1e9);
   auto decode_bound_tps = [&](int64_t batch, double avg_ctx) {
     const double bytes = weight_bytes_per_step + batch * avg_ctx * kv_per_token;
