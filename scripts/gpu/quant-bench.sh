@@ -11,8 +11,8 @@
 # Q4_K_M mix with its q6_k LM head) at the 8B shape: batch-1 latency and decode at batch 1 and 8
 # against their rooflines.
 # Environment: LATHE_GPU_BUNDLE, OUT (output folder), LATHE_QUANT_FORMATS (default "none fp8 int8
-# int4"), LATHE_QUANT_70B (default "int4 fp8"; empty to skip), LATHE_QUANT_GGUF (default empty,
-# e.g. "q4_k_m q8_0 q4_0"; not in the defaults until a run says what each costs), LATHE_QUANT_AB
+# int4"; empty to skip), LATHE_QUANT_70B (default "int4 fp8"; empty to skip), LATHE_QUANT_GGUF
+# (default empty, e.g. "q4_k_m q8_0 q4_0": 6-7 s each in run 55), LATHE_QUANT_AB
 # (default 1; empty: no same-run A/B of the previous kernels), LATHE_GPU_BUDGET_S (default 300).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -29,7 +29,7 @@ fi
 gpu_read_bounds "$OUT/bounds.txt"
 SUMMARY=("bounds: device copy ${COPY:-?} GB/s, BF16 GEMM ${GEMM:-?} TFLOP/s")
 
-for q in ${LATHE_QUANT_FORMATS:-none fp8 int8 int4}; do
+for q in ${LATHE_QUANT_FORMATS-none fp8 int8 int4}; do
   [ "$(left)" -gt 40 ] || { log "out of time before $q"; break; }
   log "== 8B shape, --quantization $q"
   args=()
