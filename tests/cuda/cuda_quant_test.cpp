@@ -272,6 +272,15 @@ class CudaQuantTest : public QObject {
     HostPart h = repacked_gguf_part(t, 77, k, 41 + static_cast<uint32_t>(type + k));
     std::string why;
     QVERIFY2(cuda::quant_part_supported(h.part, &why), why.c_str());
+    // The decoded weights are the blocks' exactly: the dequantize path's bf16 rows are the CPU's
+    // float values rounded once.
+    {
+      Dev out = Dev::poisoned(77 * k * 2);
+      LATHE_QVERIFY_OK(cuda::quant_dequantize(h.part, DType::kBF16, out.get(), 0, 77, nullptr));
+      LATHE_CUDA_CHECK(cudaDeviceSynchronize());
+      const std::vector<uint16_t> got = out.download<uint16_t>(static_cast<size_t>(77 * k));
+      QVERIFY(got == encode16(DType::kBF16, h.dense));
+    }
     for (int64_t m : kBatches)
       expect_linear({&h}, m, 77, m <= cuda::kQuantGemvMaxM ? 2e-3 : 1e-2, QTest::currentDataTag());
     HostPart one_row = repacked_gguf_part(t, 45, k, 43);
