@@ -15,6 +15,7 @@
 #include "engine/backend/cpu/cpu_ops.h"
 #include "engine/backend/cuda/cuda_weights.h"
 #include "engine/backend/cuda/gemm.h"
+#include "engine/backend/cuda/gguf_repack.h"
 #include "engine/backend/cuda/int4_tiles.h"
 #include "engine/backend/cuda/linear.h"
 #include "engine/backend/cuda/quant_linear.h"
@@ -79,6 +80,35 @@ HostPart gguf_part(DType type, int64_t n, int64_t k, uint32_t seed) {
   h.part.data = h.buffers[0].get();
   h.part.n = n;
   h.part.k = k;
+  return h;
+}
+
+// GGUF blocks of `type` (q8_0 or q4_0) converted on the host into the integer row layout as the
+// upload converts a file's (gguf_repack.h), described as the upload describes them; the reference
+// weights are the blocks' dequantize_row values.
+HostPart repacked_gguf_part(DType type, int64_t n, int64_t k, uint32_t seed) {
+  HostPart h;
+  const int64_t row_bytes = k / 32 * dtype_info(type).block_bytes;
+  const std::vector<uint8_t> blocks = gguf_blocks(type, n, k, seed);
+  h.dense.resize(static_cast<size_t>(n * k));
+  for (int64_t r = 0; r < n; ++r)
+    dequantize_row(type, blocks.data() + r * row_bytes, h.dense.data() + r * k, k);
+  const WeightMatrix m = plain_matrix("blk.0.attn_q", make_view(type, {n, k}, blocks.data()));
+  if (!cuda::gguf_repacks(m)) qFatal("repacked_gguf_part: not a q8_0 / q4_0 part");
+  auto r = cuda::gguf_repack(m);
+  if (!r.is_ok()) qFatal("%s", r.status().message().c_str());
+  const cuda::RepackShape s = cuda::gguf_repack_shape(m);
+  h.buffers.push_back(Dev::from(r.value().data));
+  h.buffers.push_back(Dev::from(r.value().scales));
+  cuda::QuantPart& p = h.part;
+  p.format = WeightFormat::kInt;
+  p.bits = s.bits;
+  p.group_size = s.group_size;
+  p.scale_dtype = s.scale_dtype;
+  p.data = h.buffers[0].get();
+  p.scales = h.buffers[1].get();
+  p.n = n;
+  p.k = k;
   return h;
 }
 
@@ -221,6 +251,49 @@ class CudaQuantTest : public QObject {
   // super-block per row (k 256: 8 lanes of a warp busy) and rows longer than a warp's 32 chunks
   // (k 2304); batches 1..256 with odd ones (quant_gemv up to 8, then the dequantize path, in slabs
   // of fewer rows than the part).
+  // GGUF Q8_0 and Q4_0 parts as the upload converts them into the integer row layout
+  // (gguf_repack.h): the multi-row kernel (k % 64 == 0), the one-row kernel (k = 96 for 4-bit:
+  // not a whole number of 64-weight steps; and one_row_gemv), and the dequantize-then-GEMM path
+  // compute the CPU's product on the blocks' values; with a part left in its blocks in the same
+  // projection (q6_k) too.
+  void gguf_repacked_match_cpu_data() {
+    QTest::addColumn<int>("type");
+    QTest::addColumn<int>("k");
+    for (DType t : {DType::kQ8_0, DType::kQ4_0})
+      for (int k : {512, 96, 4096})
+        QTest::newRow(qPrintable(QString("%1 k=%2").arg(dtype_name(t).data()).arg(k)))
+            << static_cast<int>(t) << k;
+  }
+  void gguf_repacked_match_cpu() {
+    LATHE_REQUIRE_GPU();
+    QFETCH(int, type);
+    QFETCH(int, k);
+    const DType t = static_cast<DType>(type);
+    HostPart h = repacked_gguf_part(t, 77, k, 41 + static_cast<uint32_t>(type + k));
+    std::string why;
+    QVERIFY2(cuda::quant_part_supported(h.part, &why), why.c_str());
+    // The decoded weights are the blocks' exactly: the dequantize path's bf16 rows are the CPU's
+    // float values rounded once.
+    {
+      Dev out = Dev::poisoned(77 * k * 2);
+      LATHE_QVERIFY_OK(cuda::quant_dequantize(h.part, DType::kBF16, out.get(), 0, 77, nullptr));
+      LATHE_CUDA_CHECK(cudaDeviceSynchronize());
+      const std::vector<uint16_t> got = out.download<uint16_t>(static_cast<size_t>(77 * k));
+      QVERIFY(got == encode16(DType::kBF16, h.dense));
+    }
+    for (int64_t m : kBatches)
+      expect_linear({&h}, m, 77, m <= cuda::kQuantGemvMaxM ? 2e-3 : 1e-2, QTest::currentDataTag());
+    HostPart one_row = repacked_gguf_part(t, 45, k, 43);
+    one_row.part.one_row_gemv = true;
+    expect_linear({&one_row}, 3, 45, 2e-3, "one-row kernel");
+    if (k % 256 == 0) {
+      HostPart a = repacked_gguf_part(t, 48, k, 44);
+      HostPart b = gguf_part(DType::kQ6_K, 16, k, 45);
+      for (int64_t m : {1, 8, 64})
+        expect_linear({&a, &b}, m, 30, m <= cuda::kQuantGemvMaxM ? 2e-3 : 1e-2, "repacked|q6_k");
+    }
+  }
+
   void low_bit_k_quants_match_cpu_data() {
     QTest::addColumn<int>("type");
     QTest::addColumn<int>("n");

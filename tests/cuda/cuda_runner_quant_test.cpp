@@ -5,7 +5,8 @@
 //    twin the fixture was made from;
 //  - int4 groups of 16 inputs, which the kernels cannot take, are refused at load with the reason;
 //  - GGUF projections kept in their blocks (mixed types within one projection) compute what the
-//    same weights dequantized at upload compute, in less device memory;
+//    same weights dequantized at upload compute, in less device memory; Q8_0 / Q4_0 parts
+//    converted into the integer row layout (gguf_repack.h) what the blocks compute;
 //  - dummy weights in GGUF block types (--quantization q4_k_m ..., dummy_quant.h): planned like a
 //    file's parts (host side, runs without a GPU), and on the GPU they load in those bytes and
 //    decode finite logits.
@@ -170,6 +171,35 @@ class CudaRunnerQuantTest : public QObject {
                             .arg(stored.value()->memory_info().weight_bytes)
                             .arg(dequantized.value()->memory_info().weight_bytes)));
     expect_same_logits(m.value(), *stored.value(), *dequantized.value(), 3, 1e-2);
+  }
+
+  // GGUF Q8_0 / Q4_0 projections converted at upload into the integer row layout (gguf_repack.h,
+  // the default) compute what the same parts kept in their blocks (LATHE_CUDA_GGUF_REPACK=0)
+  // compute, in the same bytes (up to each piece's 256-byte alignment); the projections mix
+  // converted parts with parts of other types left in their blocks.
+  void gguf_repack_matches_blocks() {
+    LATHE_REQUIRE_GPU();
+    auto m = gguf_quantized_fixture("qwen3_untied_bf16");
+    LATHE_QVERIFY_RESULT(m);
+    CudaSwitches blocks;
+    blocks.gguf_repack = false;
+    auto repacked = make_cuda(m.value(), 64, false);
+    auto kept = make_cuda(m.value(), 64, false, 1, blocks);
+    LATHE_QVERIFY_RESULT(repacked);
+    LATHE_QVERIFY_RESULT(kept);
+    const double err = lockstep_logit_error(m.value(), *repacked.value(), 5);
+    qInfo(
+        "GGUF-quantized fixture, q8_0 / q4_0 as integer rows: worst relative logit error "
+        "against the CPU %.3g",
+        err);
+    QVERIFY2(err <= 5e-2, qPrintable(QString("logits relative error %1").arg(err)));
+    const int64_t a = repacked.value()->memory_info().weight_bytes,
+                  b = kept.value()->memory_info().weight_bytes;
+    // Each converted part: at most 256 bytes more (its scales start on a 256-byte boundary).
+    const int64_t parts = 7 * m.value().config.num_layers + 1;
+    QVERIFY2(a >= b - 256 * parts && a <= b + 256 * parts,
+             qPrintable(QString("%1 bytes as integer rows, %2 as blocks").arg(a).arg(b)));
+    expect_same_logits(m.value(), *repacked.value(), *kept.value(), 3, 1e-2);
   }
 
   // Host side: the parts of a GGUF dummy are those of a file of that type (types per tensor, the

@@ -24,6 +24,7 @@ const char* const kNames[] = {"LATHE_CUDA_ATTENTION",
                               "LATHE_CUDA_NATIVE_FORMATS",
                               "LATHE_CUDA_QUANT_ROWS",
                               "LATHE_CUDA_INT4_TILES",
+                              "LATHE_CUDA_GGUF_REPACK",
                               "LATHE_CUDA_INT4_TILE_WARPS",
                               "LATHE_CUDA_INT4_TILES_MAX_M",
                               "LATHE_CUDA_INT4_GEMM_MAX_M",
@@ -50,7 +51,7 @@ class CudaSwitchesTest : public QObject {
     QVERIFY(warnings.empty());
     QCOMPARE(s.describe(), std::string("defaults"));
     QVERIFY(s.decode_attention && s.gemv_epilogues && s.pdl && s.fused_rope && s.native_formats &&
-            s.quant_rows && s.int4_tiles);
+            s.quant_rows && s.int4_tiles && s.gguf_repack);
     QCOMPARE(s.fused, FusedDecodeMode::kAuto);
     QCOMPARE(s.lookahead_max_seqs, -1);
   }
@@ -69,6 +70,7 @@ class CudaSwitchesTest : public QObject {
     qputenv("LATHE_CUDA_NATIVE_FORMATS", "0");
     qputenv("LATHE_CUDA_QUANT_ROWS", "0");
     qputenv("LATHE_CUDA_INT4_TILES", "0");
+    qputenv("LATHE_CUDA_GGUF_REPACK", "0");
     qputenv("LATHE_CUDA_INT4_TILE_WARPS", "4");
     qputenv("LATHE_CUDA_INT4_TILES_MAX_M", "32");
     qputenv("LATHE_CUDA_INT4_GEMM_MAX_M", "2048");
@@ -80,7 +82,7 @@ class CudaSwitchesTest : public QObject {
     const CudaSwitches s = cuda_switches_from_environment(&warnings);
     QVERIFY(warnings.empty());
     QVERIFY(s.own_prefill_attention && !s.decode_attention && !s.fused_rope && !s.gemv_epilogues &&
-            !s.pdl && !s.native_formats && !s.quant_rows && !s.int4_tiles);
+            !s.pdl && !s.native_formats && !s.quant_rows && !s.int4_tiles && !s.gguf_repack);
     QVERIFY(s.describe().find("quant_rows=0") != std::string::npos);
     QVERIFY(s.describe().find("int4_tiles=0") != std::string::npos);
     QCOMPARE(s.int4_tile_warps, 4);
@@ -89,7 +91,7 @@ class CudaSwitchesTest : public QObject {
     QVERIFY(!s.int4_tile_pairs && !s.fp8_gemm);
     QCOMPARE(s.int4_norm_max_m, 8);
     QCOMPARE(s.fp8_gemm_min_m, 64);
-    for (const char* d : {"int4_tile_pairs=0", "int4_norm_max_m=8", "fp8_gemm=0",
+    for (const char* d : {"gguf_repack=0", "int4_tile_pairs=0", "int4_norm_max_m=8", "fp8_gemm=0",
                           "int4_tiles_max_m=32", "int4_gemm_max_m=2048"})
       QVERIFY2(s.describe().find(d) != std::string::npos, s.describe().c_str());
     QCOMPARE(s.decode_split_tokens, 64);

@@ -103,8 +103,9 @@ Status CudaModel::init(const LoadedModel& model) {
     return check_weights_fit(fit);
   };
   LATHE_ASSIGN_OR_RETURN(
-      weights_, upload_weights(model, options_.dtype, options_.dummy_seed, options_.parallel,
-                               sw.native_formats, sw.int4_tiles, ctx_->stream(), check_fits));
+      weights_,
+      upload_weights(model, options_.dtype, options_.dummy_seed, options_.parallel,
+                     sw.native_formats, sw.int4_tiles, sw.gguf_repack, ctx_->stream(), check_fits));
   // FP8 weights: W8A16 in the bandwidth-bound decode products (batch <= 8) and, above, W8A8 on FP8
   // tensor cores where the GPU has them (compute capability 8.9+); said once in words either way,
   // as users of other engines are caught out by a silent downgrade.

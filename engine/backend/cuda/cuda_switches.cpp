@@ -48,6 +48,7 @@ std::string CudaSwitches::describe() const {
   add(native_formats != d.native_formats, "native_formats=0");
   add(quant_rows != d.quant_rows, "quant_rows=0");
   add(int4_tiles != d.int4_tiles, "int4_tiles=0");
+  add(gguf_repack != d.gguf_repack, "gguf_repack=0");
   add(int4_tiles_max_m != d.int4_tiles_max_m,
       "int4_tiles_max_m=" + std::to_string(int4_tiles_max_m));
   add(int4_gemm_max_m != d.int4_gemm_max_m, "int4_gemm_max_m=" + std::to_string(int4_gemm_max_m));
@@ -107,6 +108,7 @@ CudaSwitches cuda_switches_from_environment(std::vector<std::string>* warnings) 
   if (const char* v = env("LATHE_CUDA_NATIVE_FORMATS")) s.native_formats = !is(v, "0");
   if (const char* v = env("LATHE_CUDA_QUANT_ROWS")) s.quant_rows = !is(v, "0");
   if (const char* v = env("LATHE_CUDA_INT4_TILES")) s.int4_tiles = !is(v, "0");
+  if (const char* v = env("LATHE_CUDA_GGUF_REPACK")) s.gguf_repack = !is(v, "0");
   if (const char* v = env("LATHE_CUDA_INT4_TILE_PAIRS")) s.int4_tile_pairs = !is(v, "0");
   if (const char* v = env("LATHE_CUDA_INT4_NORM_MAX_M"))
     parse_int("LATHE_CUDA_INT4_NORM_MAX_M", v, 0, 8, "0 to 8 rows", &s.int4_norm_max_m, warnings);

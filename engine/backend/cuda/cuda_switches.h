@@ -38,6 +38,10 @@ struct CudaSwitches {
   // LATHE_CUDA_INT4_TILES=0: 4-bit codes uploaded in the row layout (the multi-row kernel) instead
   // of the tensor-core tile layout (quant_gemv_tiles.cuh), for A/B runs.
   bool int4_tiles = true;
+  // LATHE_CUDA_GGUF_REPACK=0: GGUF Q8_0 and Q4_0 parts kept in their blocks (the one-warp-per-row
+  // GGUF kernel) instead of converted at upload into the integer row layout (gguf_repack.h: the
+  // multi-row kernel, same bytes per weight, bit-identical weights), for A/B runs.
+  bool gguf_repack = true;
   // LATHE_CUDA_FP8_GEMM=0: FP8 parts above batch 8 dequantized for a 16-bit GEMM (W8A16) instead of
   // W8A8 on FP8 tensor cores (per-token activation scales; LinearDispatcher), for A/B runs.
   bool fp8_gemm = true;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "engine/backend/cuda/dummy_quant.h"
+#include "engine/backend/cuda/gguf_repack.h"
 #include "engine/backend/cuda/random_fill.h"
 #include "engine/backend/cuda/weight_repack.h"
 #include "engine/backend/cuda/weight_uploader.h"
@@ -86,12 +87,19 @@ struct ProjectionPlan {
   std::vector<int64_t> part_offsets;
 };
 
-// Bytes of one stored part on the device (integer and FP8 parts repacked, weight_repack.h).
-Result<int64_t> stored_bytes(const WeightMatrix& m, int64_t act_bytes) {
+// Whether a GGUF part is uploaded in the integer row layout (gguf_repack.h).
+bool repacked_gguf(const WeightMatrix& m, bool gguf_repack) {
+  return gguf_repack && gguf_repacks(m);
+}
+
+// Bytes of one stored part on the device (integer and FP8 parts repacked, weight_repack.h; GGUF
+// Q8_0 / Q4_0 parts in the integer row layout where gguf_repack, gguf_repack.h).
+Result<int64_t> stored_bytes(const WeightMatrix& m, int64_t act_bytes, bool gguf_repack) {
   switch (m.format) {
     case WeightFormat::kDense:
       return m.n * m.k * act_bytes;
     case WeightFormat::kGguf:
+      if (repacked_gguf(m, gguf_repack)) return gguf_repack_shape(m).bytes();
       return m.data.nbytes();
     case WeightFormat::kInt:
     case WeightFormat::kFp8: {
@@ -103,8 +111,10 @@ Result<int64_t> stored_bytes(const WeightMatrix& m, int64_t act_bytes) {
 }
 
 // The device description of a stored part at `data`; data null: a description for the kernels'
-// checks only, every pointer the format needs set to a placeholder that is never read.
-QuantPart part_of(const WeightMatrix& m, uint8_t* data, int64_t row_offset, bool int4_tiles) {
+// checks only, every pointer the format needs set to a placeholder that is never read. A GGUF
+// Q8_0 / Q4_0 part is described as the kInt part it is uploaded as where gguf_repack.
+QuantPart part_of(const WeightMatrix& m, uint8_t* data, int64_t row_offset, bool int4_tiles,
+                  bool gguf_repack) {
   static uint8_t placeholder = 0;
   auto at = [&](int64_t offset) { return data != nullptr ? data + offset : &placeholder; };
   QuantPart q;
@@ -124,8 +134,41 @@ QuantPart part_of(const WeightMatrix& m, uint8_t* data, int64_t row_offset, bool
     q.g_idx = s.has_g_idx ? reinterpret_cast<const int32_t*>(at(s.g_idx_at())) : nullptr;
     q.fp8_scale = s.fp8_scale;
     q.int4_tiles = s.int4_tiles;
+  } else if (repacked_gguf(m, gguf_repack)) {
+    const RepackShape s = gguf_repack_shape(m);
+    q.format = WeightFormat::kInt;
+    q.bits = s.bits;
+    q.group_size = s.group_size;
+    q.scales = at(s.scales_at());
+    q.scale_dtype = s.scale_dtype;
   }
   return q;
+}
+
+// The load log's line on GGUF parts, empty without any: which block types run in the integer row
+// layout (gguf_repack.h) and which in their blocks, in the order they first appear, e.g. "GGUF
+// weights: q8_0 as 8-bit integer rows (group 32, f16 scales); q6_k as GGUF blocks".
+std::string gguf_layouts(const std::vector<const LinearGroup*>& groups, bool gguf_repack) {
+  std::vector<std::string> seen;
+  std::string s;
+  for (const LinearGroup* g : groups) {
+    if (g == nullptr) continue;
+    for (const WeightMatrix& m : g->parts) {
+      if (m.format != WeightFormat::kGguf) continue;
+      const std::string type(dtype_name(m.dtype));
+      if (std::find(seen.begin(), seen.end(), type) != seen.end()) continue;
+      seen.push_back(type);
+      s += s.empty() ? "GGUF weights: " : "; ";
+      if (repacked_gguf(m, gguf_repack))
+        s += type +
+             strformat(" as %d-bit integer rows (group 32, f16 scales)", gguf_repack_shape(m).bits);
+      else if (!gguf_repack && (m.dtype == DType::kQ8_0 || m.dtype == DType::kQ4_0))
+        s += type + " as GGUF blocks (LATHE_CUDA_GGUF_REPACK=0)";
+      else
+        s += type + " as GGUF blocks";
+    }
+  }
+  return s;
 }
 
 }  // namespace
@@ -137,7 +180,8 @@ int64_t ProjectionStorage::bytes() const {
 }
 
 Result<ProjectionStorage> plan_projection(const LinearGroup* g, int64_t n, int64_t k,
-                                          int64_t act_bytes, bool native_formats) {
+                                          int64_t act_bytes, bool native_formats,
+                                          bool gguf_repack) {
   ProjectionStorage s;
   if (g != nullptr && native_formats)
     for (const WeightMatrix& m : g->parts) s.stored |= m.format != WeightFormat::kDense;
@@ -146,11 +190,11 @@ Result<ProjectionStorage> plan_projection(const LinearGroup* g, int64_t n, int64
     return s;
   }
   for (const WeightMatrix& m : g->parts) {
-    LATHE_ASSIGN_OR_RETURN(const int64_t bytes, stored_bytes(m, act_bytes));
+    LATHE_ASSIGN_OR_RETURN(const int64_t bytes, stored_bytes(m, act_bytes, gguf_repack));
     // The kernels' checks on the part's description (no memory is read): a part they cannot take
     // is refused here, before the allocation.
     std::string why;
-    if (!quant_part_supported(part_of(m, nullptr, 0, false), &why))
+    if (!quant_part_supported(part_of(m, nullptr, 0, false, gguf_repack), &why))
       return unsupported(m.name + ": " + why);
     s.part_bytes.push_back(bytes);
   }
@@ -159,7 +203,7 @@ Result<ProjectionStorage> plan_projection(const LinearGroup* g, int64_t n, int64
 
 Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint64_t dummy_seed,
                                      const ParallelConfig& parallel, bool native_formats,
-                                     bool int4_tiles, cudaStream_t stream,
+                                     bool int4_tiles, bool gguf_repack, cudaStream_t stream,
                                      const std::function<Status(int64_t)>& check_fits) {
   if (!is_act_dtype(dtype)) return invalid_argument("the CUDA backend computes in bf16 or f16");
   LATHE_RETURN_IF_ERROR(require_single_rank(parallel, "the CUDA backend"));
@@ -203,7 +247,8 @@ Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint
   // Each projection as plan_projection() says: its parts in their stored formats, or one dense
   // matrix.
   auto plan = [&](const LinearGroup* g, int64_t n, int64_t k) -> Result<ProjectionPlan> {
-    LATHE_ASSIGN_OR_RETURN(const ProjectionStorage s, plan_projection(g, n, k, e, native_formats));
+    LATHE_ASSIGN_OR_RETURN(const ProjectionStorage s,
+                           plan_projection(g, n, k, e, native_formats, gguf_repack));
     ProjectionPlan pp;
     pp.stored = s.stored;
     if (!s.stored) {
@@ -246,6 +291,16 @@ Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint
     }
   }
 
+  if (native_formats) {
+    std::vector<const LinearGroup*> groups;
+    for (size_t i = 0; i < lo.size(); ++i)
+      if (const LayerWeights* lw = layer_source(i))
+        for (const LinearGroup* g : {&lw->qkv, &lw->o, &lw->gate_up, &lw->down})
+          groups.push_back(g);
+    if (!tied) groups.push_back(dummy ? dummy_head : &mw.lm_head);
+    const std::string layouts = gguf_layouts(groups, gguf_repack);
+    if (!layouts.empty()) log_info("CUDA: " + layouts);
+  }
   if (check_fits) LATHE_RETURN_IF_ERROR(check_fits(lay.bytes));
   DeviceWeights w;
   w.dtype = dtype;
@@ -269,8 +324,8 @@ Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint
     int64_t row = 0;
     for (size_t i = 0; i < g->parts.size(); ++i) {
       const WeightMatrix& m = g->parts[i];
-      if (l.format == WeightFormat::kDense) l.format = m.format;
-      l.parts.push_back(part_of(m, at(pp.part_offsets[i]), row, int4_tiles));
+      l.parts.push_back(part_of(m, at(pp.part_offsets[i]), row, int4_tiles, gguf_repack));
+      if (l.format == WeightFormat::kDense) l.format = l.parts.back().format;
       std::string why;
       if (!quant_part_supported(l.parts.back(), &why)) return unsupported(m.name + ": " + why);
       row += m.n;
@@ -373,11 +428,19 @@ Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint
         LATHE_RETURN_IF_ERROR(
             up.upload(m.name, m.data, Target{const_cast<void*>(dl->w), dtype, row, m.k}));
       } else {
-        // Stored format: GGUF blocks as they are; a dense part in the activation dtype.
+        // Stored format: GGUF blocks as they are (Q8_0 / Q4_0 converted on the host into the
+        // integer row layout where part_of planned it); a dense part in the activation dtype.
         const QuantPart& q = dl->parts[i];
         void* dst = const_cast<void*>(q.data);
         if (m.format == WeightFormat::kDense) {
           LATHE_RETURN_IF_ERROR(up.upload(m.name, m.data, Target{dst, dtype, 0, m.k}));
+        } else if (m.format == WeightFormat::kGguf && q.format == WeightFormat::kInt) {
+          LATHE_ASSIGN_OR_RETURN(const RepackedPart r, cuda::gguf_repack(m));
+          const RepackShape s = gguf_repack_shape(m);
+          uint8_t* d = static_cast<uint8_t*>(dst);
+          LATHE_RETURN_IF_ERROR(up.upload_raw(m.name, r.data.data(), s.data_bytes, d));
+          LATHE_RETURN_IF_ERROR(
+              up.upload_raw(m.name, r.scales.data(), s.scale_bytes, d + s.scales_at()));
         } else if (m.format == WeightFormat::kGguf) {
           LATHE_RETURN_IF_ERROR(up.upload_raw(m.name, m.data.data, m.data.nbytes(), dst));
         } else {

@@ -8,9 +8,10 @@
 // Formats: a DeviceLinear says the format its kernels read (LinearDispatcher dispatches on it,
 // linear.h). f32/f16/bf16 projections are one dense matrix of the runner's dtype, copied and
 // converted on the device. A projection with a quantized part keeps every part in its stored
-// format (QuantPart, quant_linear.h: GGUF blocks copied as they are; a 16-bit part of it as rows of
-// the runner's dtype; plan_projection() below), unless CudaSwitches::native_formats is off, which
-// dequantizes GGUF blocks on the host (dequantize_rows, in parallel) and uploads dense. Staging:
+// format (QuantPart, quant_linear.h: GGUF blocks copied as they are, except Q8_0 and Q4_0,
+// converted into the integer row layout, gguf_repack.h; a 16-bit part of it as rows of the runner's
+// dtype; plan_projection() below), unless CudaSwitches::native_formats is off, which dequantizes
+// GGUF blocks on the host (dequantize_rows, in parallel) and uploads dense. Staging:
 // weight_uploader.h. `source` keeps the checkpoint's format for reports. The token embedding is
 // always dense (the embedding kernel reads rows), and a tied LM head shares it.
 // ModelFormat::kDummy: seeded random weights generated on the device (random_fill.h) in the streams
@@ -98,18 +99,23 @@ struct ProjectionStorage {
 // activation element (2). Errors (kUnsupported / kInvalidArgument, naming the tensor): a stored
 // part the kernels do not take (quant_part_supported: block type, group size, k % 32) or whose
 // repacked shape is not valid.
+// gguf_repack: GGUF Q8_0 / Q4_0 parts planned in the integer row layout (gguf_repack.h; their
+// part_bytes those of the codes and scales, each piece 256-byte aligned).
 Result<ProjectionStorage> plan_projection(const LinearGroup* g, int64_t n, int64_t k,
-                                          int64_t act_bytes, bool native_formats);
+                                          int64_t act_bytes, bool native_formats,
+                                          bool gguf_repack = true);
 
 // `dummy_seed` is used for ModelFormat::kDummy only. World size 1 only (parallel). native_formats:
 // projections with a quantized part keep their stored formats (else every projection is uploaded
 // dense, GGUF blocks dequantized). int4_tiles: 4-bit codes in the tensor-core tile layout where
-// they fit (int4_tiles.h; else the row layout). check_fits: called with the bytes the weights take
+// they fit (int4_tiles.h; else the row layout). gguf_repack: GGUF Q8_0 / Q4_0 parts converted
+// into the integer row layout (gguf_repack.h; files on the host, dummies filled in it; a log line
+// says which GGUF types run in which layout). check_fits: called with the bytes the weights take
 // on the device before anything is allocated; its error (check_weights_fit's: the numbers and
 // what to do) is returned as is. Synchronizes `stream` before returning.
 Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint64_t dummy_seed,
                                      const ParallelConfig& parallel, bool native_formats,
-                                     bool int4_tiles, cudaStream_t stream,
+                                     bool int4_tiles, bool gguf_repack, cudaStream_t stream,
                                      const std::function<Status(int64_t)>& check_fits);
 
 }  // namespace lathe::cuda

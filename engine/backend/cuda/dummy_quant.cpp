@@ -1,8 +1,11 @@
 #include "engine/backend/cuda/dummy_quant.h"
 
 #include <algorithm>
+#include <cstring>
 
+#include "engine/backend/cuda/gguf_repack.h"
 #include "engine/backend/cuda/random_fill.h"
+#include "engine/core/half.h"
 #include "engine/core/strings.h"
 #include "engine/model/weight_store.h"
 
@@ -118,6 +121,21 @@ WeightMatrix dummy_quant_matrix(OnlineQuant mode, const std::string& name, int64
 
 Status fill_dummy_quant_part(const WeightMatrix& m, const QuantPart& part, bool int4_tiles,
                              uint64_t seed, uint64_t stream_id, cudaStream_t stream) {
+  if (m.format == WeightFormat::kGguf && part.format == WeightFormat::kInt) {
+    // A Q8_0 / Q4_0 part planned in the integer row layout (gguf_repack.h): what repacking the
+    // dummy's blocks gives, drawn directly: uniform random codes (the blocks' random quants, moved)
+    // and every scale the blocks' constant d.
+    if (!gguf_repacks(m))
+      return internal_error(m.name + ": a GGUF " + m.describe() + " part planned as integer rows");
+    LATHE_ASSIGN_OR_RETURN(const GgufDummyBlock b, gguf_dummy_block(m.dtype));
+    const RepackShape s = gguf_repack_shape(m);
+    uint16_t d16 = 0;  // f16 d: the pattern's two bytes (block offset 0 in q8_0 and q4_0)
+    std::memcpy(&d16, b.bytes.data(), 2);
+    const float d = f16_to_f32(d16);
+    LATHE_RETURN_IF_ERROR(
+        random_bytes(const_cast<void*>(part.data), s.data_bytes, 0xFF, seed, stream_id, stream));
+    return constant_fill(DType::kF16, const_cast<void*>(part.scales), s.scale_bytes / 2, d, stream);
+  }
   if (m.format == WeightFormat::kGguf) {
     LATHE_ASSIGN_OR_RETURN(const GgufDummyBlock b, gguf_dummy_block(m.dtype));
     const int64_t bytes = m.data.nbytes();

@@ -50,7 +50,9 @@ WeightMatrix dummy_gguf_matrix(DType type, const std::string& name, int64_t n, i
 // Fills a planned part `m` on the device (`part`: its device description as uploaded, int4_tiles
 // as planned): random codes from (seed, stream_id), constant scales (GGUF: gguf_dummy_block's
 // bytes in every block). A GGUF part's random bytes run up to the next multiple of 4 bytes, which
-// the 256-byte aligned plan always holds.
+// the 256-byte aligned plan always holds. A Q8_0 / Q4_0 part planned in the integer row layout
+// (part.format kInt, gguf_repack.h) gets random codes and the blocks' constant d as every scale:
+// the same weight distribution as the blocks.
 Status fill_dummy_quant_part(const WeightMatrix& m, const QuantPart& part, bool int4_tiles,
                              uint64_t seed, uint64_t stream_id, cudaStream_t stream);
 
