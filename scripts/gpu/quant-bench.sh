@@ -28,6 +28,15 @@ if [ ! -s "$OUT/bounds.txt" ]; then
 fi
 gpu_read_bounds "$OUT/bounds.txt"
 SUMMARY=("bounds: device copy ${COPY:-?} GB/s, BF16 GEMM ${GEMM:-?} TFLOP/s")
+# One bench output into the summary: its weights line under `head`, its figure lines, and its first
+# errors under `who`.
+summarize() {
+  local head=$1 who=$2 f=$3 line
+  SUMMARY+=("$head: $(grep -m1 '^weights:' "$f")")
+  while IFS= read -r line; do SUMMARY+=("  $line"); done < <(grep -E '^(batch-1 decode|prefill 2048|decode tok/s)' "$f")
+  grep -q -i "error\|lathe_cuda_bench:" "$f" && SUMMARY+=("  $who: $(grep -m2 -i 'error\|lathe_cuda_bench:' "$f" | tr '\n' ' ')")
+  return 0
+}
 
 for q in ${LATHE_QUANT_FORMATS-none fp8 int8 int4}; do
   [ "$(left)" -gt 40 ] || { log "out of time before $q"; break; }
@@ -38,10 +47,7 @@ for q in ${LATHE_QUANT_FORMATS-none fp8 int8 int4}; do
     --model benchmarks/configs/llama-3.1-8b --copy-gbps "${COPY:-0}" --gemm-tflops "${GEMM:-0}" \
     "${args[@]}" --skip profile,throughput > "$OUT/quant-8b-$q.txt" 2>&1
   log "exit $?"
-  w=$(grep -m1 '^weights:' "$OUT/quant-8b-$q.txt")
-  SUMMARY+=("8B $q: $w")
-  while IFS= read -r line; do SUMMARY+=("  $line"); done < <(grep -E '^(batch-1 decode|prefill 2048|decode tok/s)' "$OUT/quant-8b-$q.txt")
-  grep -q -i "error\|lathe_cuda_bench:" "$OUT/quant-8b-$q.txt" && SUMMARY+=("  8B $q: $(grep -m2 -i 'error\|lathe_cuda_bench:' "$OUT/quant-8b-$q.txt" | tr '\n' ' ')")
+  summarize "8B $q" "8B $q" "$OUT/quant-8b-$q.txt"
   # A/B in the same run: int4 with dequantize-then-GEMM above batch 8 instead of the W4A16 GEMM
   # kernel; int8 with the one-row decode kernel instead of the multi-row one.
   if [ "$q" != none ] && [ -n "${LATHE_QUANT_AB-1}" ] && [ "$(left)" -gt 60 ]; then
@@ -76,10 +82,7 @@ for q in ${LATHE_QUANT_GGUF-}; do
     --quantization "$q" --latency 512,128 --decode 1,8 --skip prefill,profile,throughput \
     > "$OUT/quant-8b-$q.txt" 2>&1
   log "exit $? after $(( SECONDS - start )) s"
-  w=$(grep -m1 '^weights:' "$OUT/quant-8b-$q.txt")
-  SUMMARY+=("8B $q ($(( SECONDS - start )) s): $w")
-  while IFS= read -r line; do SUMMARY+=("  $line"); done < <(grep -E '^(batch-1 decode|decode tok/s)' "$OUT/quant-8b-$q.txt")
-  grep -q -i "error\|lathe_cuda_bench:" "$OUT/quant-8b-$q.txt" && SUMMARY+=("  8B $q: $(grep -m2 -i 'error\|lathe_cuda_bench:' "$OUT/quant-8b-$q.txt" | tr '\n' ' ')")
+  summarize "8B $q ($(( SECONDS - start )) s)" "8B $q" "$OUT/quant-8b-$q.txt"
 done
 
 for q in ${LATHE_QUANT_70B-int4 fp8}; do
@@ -90,10 +93,7 @@ for q in ${LATHE_QUANT_70B-int4 fp8}; do
     --quantization "$q" --latency 512,64 --decode 1 --skip prefill,profile,throughput \
     > "$OUT/quant-70b-$q.txt" 2>&1
   log "exit $?"
-  w=$(grep -m1 '^weights:' "$OUT/quant-70b-$q.txt")
-  SUMMARY+=("70B $q: $w")
-  while IFS= read -r line; do SUMMARY+=("  $line"); done < <(grep -E '^(batch-1 decode|decode tok/s)' "$OUT/quant-70b-$q.txt")
-  grep -q -i "error\|lathe_cuda_bench:" "$OUT/quant-70b-$q.txt" && SUMMARY+=("  70B $q: $(grep -m2 -i 'error\|lathe_cuda_bench:' "$OUT/quant-70b-$q.txt" | tr '\n' ' ')")
+  summarize "70B $q" "70B $q" "$OUT/quant-70b-$q.txt"
 done
 
 echo "==== quant-bench summary" | tee -a "$LOG"
