@@ -3,7 +3,8 @@
 // both signs including zero and subnormals) decode through the integer reference decoder
 // (weight_dequant.h) to exactly dequant.h's dequantize_row values, the layout's bytes are the
 // blocks' (8.5 and 4.5 bits per weight), the plan takes the new shape only where the switch is on,
-// and what the conversion cannot take is refused with the tensor's name. No GPU needed.
+// and what the conversion cannot take is refused with the tensor's name; Q6_K parts are split into
+// 16-byte aligned slots and their d. No GPU needed.
 #include <QtTest>
 
 #include <cmath>
@@ -182,7 +183,92 @@ class CudaGgufRepackTest : public QObject {
     k6.parts = {matrix("blk.0.ffn_down", DType::kQ6_K, 16, 256)};
     auto q6 = plan_projection(&k6, 16, 256, 2, true, true);
     LATHE_QVERIFY_RESULT(q6);
-    QCOMPARE(q6.value().part_bytes, (std::vector<int64_t>{16 * 210}));
+    QCOMPARE(q6.value().part_bytes, (std::vector<int64_t>{aligned(16 * 208) + aligned(16 * 2)}));
+    auto q6_off = plan_projection(&k6, 16, 256, 2, true, false);
+    LATHE_QVERIFY_RESULT(q6_off);
+    QCOMPARE(q6_off.value().part_bytes, (std::vector<int64_t>{16 * 210}));
+  }
+
+  // Q5_K's high bits in unit order (gguf_repack.h): the 8 bytes of unit c hold bits 2 c, 2 c + 1
+  // of every weight's qh byte, where the decoder looks for them; the reorder is a permutation of
+  // bits (round trip exact, the rest of the block unchanged). Refusals as the split's.
+  void q5k_unit_order_moves_the_bits() {
+    const int64_t n = 2, k = 512, blocks = n * k / 256;
+    std::vector<uint8_t> b(static_cast<size_t>(blocks * 176));
+    std::mt19937 rng(11);
+    for (uint8_t& x : b) x = static_cast<uint8_t>(rng() & 0xFF);
+    const WeightMatrix m = plain_matrix("blk.2.ffn_up", make_view(DType::kQ5_K, {n, k}, b.data()));
+    QVERIFY(gguf_reorders_q5k(m));
+    auto r = gguf_reorder_q5k(m);
+    LATHE_QVERIFY_RESULT(r);
+    QCOMPARE(static_cast<int64_t>(r.value().data.size()), blocks * 176);
+    for (int64_t i = 0; i < blocks; ++i) {
+      const uint8_t* src = b.data() + i * 176;
+      const uint8_t* dst = r.value().data.data() + i * 176;
+      QVERIFY(std::memcmp(dst, src, 16) == 0);
+      QVERIFY(std::memcmp(dst + 48, src + 48, 128) == 0);
+      for (int sub = 0; sub < 8; ++sub)
+        for (int l = 0; l < 32; ++l) {
+          const int want = (src[16 + l] >> sub) & 1;
+          const int got = (dst[16 + 8 * (sub >> 1) + (l & 7)] >>
+                           ((sub & 1) + 4 * ((l >> 3) & 1) + 2 * (l >> 4))) &
+                          1;
+          QVERIFY2(got == want,
+                   qPrintable(QString("block %1 sub %2 weight %3").arg(i).arg(sub).arg(l)));
+        }
+      uint8_t back[32];
+      q5k_qh_from_units(dst + 16, back);
+      QVERIFY(std::memcmp(back, src + 16, 32) == 0);
+    }
+    const WeightMatrix q6 =
+        plain_matrix("blk.2.attn_v", make_view(DType::kQ6_K, {1, 256}, b.data()));
+    QVERIFY(!gguf_reorders_q5k(q6));
+    QCOMPARE(gguf_reorder_q5k(q6).status().code(), ErrorCode::kInvalidArgument);
+    const auto none =
+        gguf_reorder_q5k(plain_matrix("output", make_view(DType::kQ5_K, {2, 256}, nullptr)));
+    QVERIFY2(none.status().message().find("no host blocks") != std::string::npos,
+             none.status().message().c_str());
+  }
+
+  // Q6_K parts are split at upload (gguf_repack.h): each block's first 208 bytes (ql, qh, scales)
+  // into its slot, its f16 d into the array after them, the same 210 bytes per block, moved
+  // exactly. Another type, a part without host bytes (a dummy's) or with too few is refused naming
+  // the tensor.
+  void q6k_split_moves_the_blocks() {
+    const int64_t n = 3, k = 512, blocks = n * k / 256;
+    std::vector<uint8_t> b(static_cast<size_t>(blocks * 210));
+    std::mt19937 rng(7);
+    for (uint8_t& x : b) x = static_cast<uint8_t>(rng() & 0xFF);
+    const WeightMatrix m =
+        plain_matrix("blk.1.ffn_down", make_view(DType::kQ6_K, {n, k}, b.data()));
+    QVERIFY(gguf_splits_q6k(m));
+    const RepackShape s = gguf_q6k_split_shape(m);
+    QCOMPARE(s.data_bytes, blocks * 208);
+    QCOMPARE(s.scale_bytes, blocks * 2);
+    auto r = gguf_split_q6k(m);
+    LATHE_QVERIFY_RESULT(r);
+    QCOMPARE(static_cast<int64_t>(r.value().data.size()), blocks * 208);
+    QCOMPARE(static_cast<int64_t>(r.value().scales.size()), blocks * 2);
+    for (int64_t i = 0; i < blocks; ++i) {
+      QVERIFY(std::memcmp(r.value().data.data() + i * 208, b.data() + i * 210, 208) == 0);
+      QVERIFY(std::memcmp(r.value().scales.data() + i * 2, b.data() + i * 210 + 208, 2) == 0);
+    }
+    auto refused = [](const WeightMatrix& w, const char* says) {
+      auto bad = gguf_split_q6k(w);
+      QCOMPARE(bad.status().code(), ErrorCode::kInvalidArgument);
+      QVERIFY2(bad.status().message().find(w.name) != std::string::npos &&
+                   bad.status().message().find(says) != std::string::npos,
+               bad.status().message().c_str());
+    };
+    const WeightMatrix q4 =
+        plain_matrix("blk.1.attn_q", make_view(DType::kQ4_K, {2, 256}, b.data()));
+    QVERIFY(!gguf_splits_q6k(q4));
+    refused(q4, "only GGUF q6_k parts");
+    refused(plain_matrix("output", make_view(DType::kQ6_K, {2, 256}, nullptr)), "no host blocks");
+    WeightMatrix short_view =
+        plain_matrix("blk.0.attn_v", make_view(DType::kQ6_K, {2, 256}, b.data()));
+    short_view.data.shape[0] = 1;
+    refused(short_view, "210 bytes of blocks, expected 420");
   }
 };
 

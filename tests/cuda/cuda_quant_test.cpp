@@ -12,6 +12,7 @@
 #include <random>
 
 #include "cuda_test_util.h"
+#include "kquant_test_util.h"
 #include "engine/backend/cpu/cpu_ops.h"
 #include "engine/backend/cuda/cuda_weights.h"
 #include "engine/backend/cuda/gemm.h"
@@ -109,6 +110,22 @@ HostPart repacked_gguf_part(DType type, int64_t n, int64_t k, uint32_t seed) {
   p.scales = h.buffers[1].get();
   p.n = n;
   p.k = k;
+  return h;
+}
+
+// A k-quant part as the upload stores it: Q4_K / Q5_K blocks as they are, Q6_K split into
+// 208-byte slots and the d array (gguf_repack.h); random bytes or quantized random floats.
+HostPart kquant_part(DType type, int64_t n, int64_t k, uint32_t seed, bool random_bytes) {
+  const std::vector<uint8_t> blocks =
+      random_bytes ? random_kquant_blocks(type, n, k, seed) : gguf_blocks(type, n, k, seed);
+  HostPart h;
+  const int64_t row_bytes = k / 256 * dtype_info(type).block_bytes;
+  h.dense.resize(static_cast<size_t>(n * k));
+  for (int64_t r = 0; r < n; ++r)
+    dequantize_row(type, blocks.data() + r * row_bytes, h.dense.data() + r * k, k);
+  KquantDevicePart d = kquant_device_part(type, blocks, n, k);
+  h.part = d.part;
+  h.buffers = std::move(d.buffers);
   return h;
 }
 
@@ -292,6 +309,51 @@ class CudaQuantTest : public QObject {
       for (int64_t m : {1, 8, 64})
         expect_linear({&a, &b}, m, 30, m <= cuda::kQuantGemvMaxM ? 2e-3 : 1e-2, "repacked|q6_k");
     }
+  }
+
+  // The k-quant decode kernel (quant_gemv_kquants.cuh) on Q4_K and Q5_K blocks as stored and Q6_K
+  // split as uploaded, quantized floats and random bytes: k from one super-block to 14336 (the
+  // two-row launch's 129 KB of staged activations), 2304 (36 units: a partial second lane step),
+  // odd row counts (a warp task's second row past the end), batches 1-8 (launches of one and two
+  // activation rows, odd counts). The split Q6_K part also dequantizes (prefill path) to the CPU's
+  // values exactly, and the one-row kernel reads the split layout too.
+  void kquant_kernel_matches_cpu_data() {
+    QTest::addColumn<int>("type");
+    QTest::addColumn<int>("n");
+    QTest::addColumn<int>("k");
+    QTest::addColumn<bool>("random_bytes");
+    for (DType t : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K})
+      for (auto [n, k] : {std::pair{77, 256}, {33, 2304}, {64, 4096}, {9, 14336}})
+        for (bool rb : {false, true})
+          QTest::newRow(qPrintable(QString("%1 n=%2 k=%3%4")
+                                       .arg(dtype_name(t).data())
+                                       .arg(n)
+                                       .arg(k)
+                                       .arg(rb ? " random bytes" : "")))
+              << static_cast<int>(t) << n << k << rb;
+  }
+  void kquant_kernel_matches_cpu() {
+    LATHE_REQUIRE_GPU();
+    QFETCH(int, type);
+    QFETCH(int, n);
+    QFETCH(int, k);
+    QFETCH(bool, random_bytes);
+    const DType t = static_cast<DType>(type);
+    HostPart h = kquant_part(t, n, k, 61 + static_cast<uint32_t>(type + k), random_bytes);
+    std::string why;
+    QVERIFY2(cuda::quant_part_supported(h.part, &why), why.c_str());
+    if (t == DType::kQ6_K) {
+      Dev out = Dev::poisoned(n * k * 2);
+      LATHE_QVERIFY_OK(cuda::quant_dequantize(h.part, DType::kBF16, out.get(), 0, n, nullptr));
+      LATHE_CUDA_CHECK(cudaDeviceSynchronize());
+      QVERIFY(out.download<uint16_t>(static_cast<size_t>(n * k)) == encode16(DType::kBF16, h.dense));
+    }
+    for (int64_t m : {1, 2, 3, 5, 8}) {
+      expect_linear({&h}, m, n, 2e-3, QTest::currentDataTag());
+      if (QTest::currentTestFailed()) return;
+    }
+    h.part.one_row_gemv = true;
+    expect_linear({&h}, 3, n, 2e-3, "one-row kernel");
   }
 
   void low_bit_k_quants_match_cpu_data() {
@@ -566,8 +628,10 @@ class CudaQuantTest : public QObject {
     auto s = cuda::plan_projection(&g, 96, 512, 2, true);
     LATHE_QVERIFY_RESULT(s);
     QVERIFY(s.value().stored);
-    QCOMPARE(s.value().part_bytes, (std::vector<int64_t>{64 * 2 * 110, 16 * 2 * 84, 16 * 2 * 210}));
-    QCOMPARE(s.value().bytes(), int64_t{64 * 2 * 110 + 16 * 2 * 84 + 16 * 2 * 210});
+    // q6_k: split into 208-byte slots and the d array (gguf_repack.h), each piece 256-aligned.
+    const int64_t q6 = 16 * 2 * 208 + 256;
+    QCOMPARE(s.value().part_bytes, (std::vector<int64_t>{64 * 2 * 110, 16 * 2 * 84, q6}));
+    QCOMPARE(s.value().bytes(), int64_t{64 * 2 * 110 + 16 * 2 * 84} + q6);
     for (DType t : {DType::kQ2_K, DType::kQ3_K}) {
       LinearGroup one;
       one.parts = {matrix("blk.0.ffn_down", t, 16, 512)};

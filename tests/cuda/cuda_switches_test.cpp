@@ -31,7 +31,8 @@ const char* const kNames[] = {"LATHE_CUDA_ATTENTION",
                               "LATHE_CUDA_INT4_TILE_PAIRS",
                               "LATHE_CUDA_INT4_NORM_MAX_M",
                               "LATHE_CUDA_FP8_GEMM",
-                              "LATHE_CUDA_FP8_GEMM_MIN_M"};
+                              "LATHE_CUDA_FP8_GEMM_MIN_M",
+                              "LATHE_CUDA_KQUANT_NORM"};
 
 void clear_env() {
   for (const char* n : kNames) qunsetenv(n);
@@ -78,6 +79,7 @@ class CudaSwitchesTest : public QObject {
     qputenv("LATHE_CUDA_INT4_NORM_MAX_M", "8");
     qputenv("LATHE_CUDA_FP8_GEMM", "0");
     qputenv("LATHE_CUDA_FP8_GEMM_MIN_M", "64");
+    qputenv("LATHE_CUDA_KQUANT_NORM", "1");
     std::vector<std::string> warnings;
     const CudaSwitches s = cuda_switches_from_environment(&warnings);
     QVERIFY(warnings.empty());
@@ -91,8 +93,10 @@ class CudaSwitchesTest : public QObject {
     QVERIFY(!s.int4_tile_pairs && !s.fp8_gemm);
     QCOMPARE(s.int4_norm_max_m, 8);
     QCOMPARE(s.fp8_gemm_min_m, 64);
-    for (const char* d : {"gguf_repack=0", "int4_tile_pairs=0", "int4_norm_max_m=8", "fp8_gemm=0",
-                          "int4_tiles_max_m=32", "int4_gemm_max_m=2048"})
+    QVERIFY(s.kquant_norm);
+    for (const char* d :
+         {"kquant_norm=1", "gguf_repack=0", "int4_tile_pairs=0", "int4_norm_max_m=8", "fp8_gemm=0",
+          "int4_tiles_max_m=32", "int4_gemm_max_m=2048"})
       QVERIFY2(s.describe().find(d) != std::string::npos, s.describe().c_str());
     QCOMPARE(s.decode_split_tokens, 64);
     QCOMPARE(s.decode_split_blocks_per_sm, 2);

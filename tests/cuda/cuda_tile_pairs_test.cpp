@@ -15,6 +15,7 @@
 #include "engine/backend/cuda/quant_linear.h"
 #include "engine/backend/cuda/quant_tile_plan.h"
 #include "engine/backend/cuda/swiglu.h"
+#include "quant_parts_test_util.h"
 #include "rope_kv_test_util.h"
 #include "test_support.h"
 
@@ -87,14 +88,6 @@ cuda::DeviceLinear stack(std::vector<TiledPart*> parts, int64_t k) {
     w.n += t->part.n;
   }
   return w;
-}
-
-// The unfused product: one launch per part, y [m, w.n] of `out`.
-Status per_part(const cuda::DeviceLinear& w, DType act, const void* x, DType out, void* y,
-                int64_t m, cudaStream_t st) {
-  for (const cuda::QuantPart& p : w.parts)
-    LATHE_RETURN_IF_ERROR(cuda::quant_gemv(p, act, x, out, y, w.n, m, st));
-  return Status();
 }
 
 }  // namespace

@@ -137,6 +137,7 @@ Status CudaModel::init(const LoadedModel& model) {
         q.int4_gemm_max_m = sw.int4_gemm_max_m;
         q.int4_tile_pairs = sw.int4_tile_pairs;
         q.int4_norm_max_m = sw.int4_norm_max_m;
+        q.kquant_norm = sw.kquant_norm;
       }
   if (!sw.quant_rows) {
     for (DeviceLayer& l : weights_.layers)

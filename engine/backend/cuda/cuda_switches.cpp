@@ -54,6 +54,7 @@ std::string CudaSwitches::describe() const {
   add(int4_gemm_max_m != d.int4_gemm_max_m, "int4_gemm_max_m=" + std::to_string(int4_gemm_max_m));
   add(int4_tile_pairs != d.int4_tile_pairs, "int4_tile_pairs=0");
   add(int4_norm_max_m != d.int4_norm_max_m, "int4_norm_max_m=" + std::to_string(int4_norm_max_m));
+  add(kquant_norm != d.kquant_norm, "kquant_norm=1");
   add(fp8_gemm != d.fp8_gemm, "fp8_gemm=0");
   add(fp8_gemm_min_m != d.fp8_gemm_min_m, "fp8_gemm_min_m=" + std::to_string(fp8_gemm_min_m));
   add(int4_tile_warps != d.int4_tile_warps, "int4_tile_warps=" + std::to_string(int4_tile_warps));
@@ -112,6 +113,7 @@ CudaSwitches cuda_switches_from_environment(std::vector<std::string>* warnings) 
   if (const char* v = env("LATHE_CUDA_INT4_TILE_PAIRS")) s.int4_tile_pairs = !is(v, "0");
   if (const char* v = env("LATHE_CUDA_INT4_NORM_MAX_M"))
     parse_int("LATHE_CUDA_INT4_NORM_MAX_M", v, 0, 8, "0 to 8 rows", &s.int4_norm_max_m, warnings);
+  if (const char* v = env("LATHE_CUDA_KQUANT_NORM")) s.kquant_norm = is(v, "1");
   if (const char* v = env("LATHE_CUDA_FP8_GEMM")) s.fp8_gemm = !is(v, "0");
   if (const char* v = env("LATHE_CUDA_FP8_GEMM_MIN_M"))
     parse_int("LATHE_CUDA_FP8_GEMM_MIN_M", v, 1, 4096, "1 to 4096 rows", &s.fp8_gemm_min_m,

@@ -60,6 +60,11 @@ struct CudaSwitches {
   // grows with the batch). Batch 1 only by default: run 45 measured +1.2% there (298-299 vs 295,
   // alternated twice), run 41 losses from 2 (574 vs 617 tok/s at batch 2; 1347 vs 2199 at 8).
   int32_t int4_norm_max_m = 1;
+  // LATHE_CUDA_KQUANT_NORM=1: k-quant QKV and gate|up launches at batch 1 normalize the residual
+  // row themselves instead of reading the RMSNorm kernel's output. Off by default: run 59 measured
+  // it slower (Q4_K_M 333 vs 338 tok/s, Q5_K_M 256 vs 286: the prologue adds to a register-bound
+  // kernel's work before its first product).
+  bool kquant_norm = false;
 
   // "fused=0 lookahead=0" for the switches that differ from the defaults; "defaults" when none.
   std::string describe() const;

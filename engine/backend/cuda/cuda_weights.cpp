@@ -92,6 +92,16 @@ bool repacked_gguf(const WeightMatrix& m, bool gguf_repack) {
   return gguf_repack && gguf_repacks(m);
 }
 
+// Whether a GGUF Q6_K part is uploaded in the split layout (gguf_repack.h).
+bool split_q6k(const WeightMatrix& m, bool gguf_repack) {
+  return gguf_repack && gguf_splits_q6k(m);
+}
+
+// Whether a GGUF Q5_K part is uploaded with its high bits in unit order (gguf_repack.h).
+bool units_q5k(const WeightMatrix& m, bool gguf_repack) {
+  return gguf_repack && gguf_reorders_q5k(m);
+}
+
 // Bytes of one stored part on the device (integer and FP8 parts repacked, weight_repack.h; GGUF
 // Q8_0 / Q4_0 parts in the integer row layout where gguf_repack, gguf_repack.h).
 Result<int64_t> stored_bytes(const WeightMatrix& m, int64_t act_bytes, bool gguf_repack) {
@@ -100,6 +110,7 @@ Result<int64_t> stored_bytes(const WeightMatrix& m, int64_t act_bytes, bool gguf
       return m.n * m.k * act_bytes;
     case WeightFormat::kGguf:
       if (repacked_gguf(m, gguf_repack)) return gguf_repack_shape(m).bytes();
+      if (split_q6k(m, gguf_repack)) return gguf_q6k_split_shape(m).bytes();
       return m.data.nbytes();
     case WeightFormat::kInt:
     case WeightFormat::kFp8: {
@@ -141,6 +152,12 @@ QuantPart part_of(const WeightMatrix& m, uint8_t* data, int64_t row_offset, bool
     q.group_size = s.group_size;
     q.scales = at(s.scales_at());
     q.scale_dtype = s.scale_dtype;
+  } else if (split_q6k(m, gguf_repack)) {
+    q.gguf_q6k_split = true;
+    q.scales = at(gguf_q6k_split_shape(m).scales_at());
+    q.scale_dtype = DType::kF16;
+  } else if (units_q5k(m, gguf_repack)) {
+    q.gguf_q5k_units = true;
   }
   return q;
 }
@@ -162,7 +179,12 @@ std::string gguf_layouts(const std::vector<const LinearGroup*>& groups, bool ggu
       if (repacked_gguf(m, gguf_repack))
         s += type +
              strformat(" as %d-bit integer rows (group 32, f16 scales)", gguf_repack_shape(m).bits);
-      else if (!gguf_repack && (m.dtype == DType::kQ8_0 || m.dtype == DType::kQ4_0))
+      else if (split_q6k(m, gguf_repack))
+        s += type + " as 208-byte block slots with d apart (16-byte aligned)";
+      else if (units_q5k(m, gguf_repack))
+        s += type + " as GGUF blocks, high bits in unit order";
+      else if (!gguf_repack && (m.dtype == DType::kQ8_0 || m.dtype == DType::kQ4_0 ||
+                                m.dtype == DType::kQ6_K || m.dtype == DType::kQ5_K))
         s += type + " as GGUF blocks (LATHE_CUDA_GGUF_REPACK=0)";
       else
         s += type + " as GGUF blocks";
@@ -429,7 +451,8 @@ Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint
             up.upload(m.name, m.data, Target{const_cast<void*>(dl->w), dtype, row, m.k}));
       } else {
         // Stored format: GGUF blocks as they are (Q8_0 / Q4_0 converted on the host into the
-        // integer row layout where part_of planned it); a dense part in the activation dtype.
+        // integer row layout, Q6_K split, where part_of planned it); a dense part in the
+        // activation dtype.
         const QuantPart& q = dl->parts[i];
         void* dst = const_cast<void*>(q.data);
         if (m.format == WeightFormat::kDense) {
@@ -441,6 +464,16 @@ Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint
           LATHE_RETURN_IF_ERROR(up.upload_raw(m.name, r.data.data(), s.data_bytes, d));
           LATHE_RETURN_IF_ERROR(
               up.upload_raw(m.name, r.scales.data(), s.scale_bytes, d + s.scales_at()));
+        } else if (m.format == WeightFormat::kGguf && q.gguf_q6k_split) {
+          LATHE_ASSIGN_OR_RETURN(const RepackedPart r, cuda::gguf_split_q6k(m));
+          const RepackShape s = gguf_q6k_split_shape(m);
+          uint8_t* d = static_cast<uint8_t*>(dst);
+          LATHE_RETURN_IF_ERROR(up.upload_raw(m.name, r.data.data(), s.data_bytes, d));
+          LATHE_RETURN_IF_ERROR(
+              up.upload_raw(m.name, r.scales.data(), s.scale_bytes, d + s.scales_at()));
+        } else if (m.format == WeightFormat::kGguf && q.gguf_q5k_units) {
+          LATHE_ASSIGN_OR_RETURN(const RepackedPart r, cuda::gguf_reorder_q5k(m));
+          LATHE_RETURN_IF_ERROR(up.upload_raw(m.name, r.data.data(), m.data.nbytes(), dst));
         } else if (m.format == WeightFormat::kGguf) {
           LATHE_RETURN_IF_ERROR(up.upload_raw(m.name, m.data.data, m.data.nbytes(), dst));
         } else {

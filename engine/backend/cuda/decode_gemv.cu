@@ -267,15 +267,9 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_kernel(const Params p
 template <typename T, typename OutT, int M, GemvInput IN, GemvOutput OUT>
 cudaError_t launch_one(const Params& p, int blocks, size_t smem, cudaStream_t stream) {
   auto kernel = decode_gemv_kernel<T, OutT, M, IN, OUT>;
-  // Dynamic shared memory above 48 KB needs an opt-in per kernel; raised once to the largest size
-  // seen (a process-wide attribute of the kernel).
   static std::atomic<size_t> configured{48 << 10};
-  if (smem > configured.load(std::memory_order_relaxed)) {
-    const cudaError_t err = cudaFuncSetAttribute(
-        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    if (err != cudaSuccess) return err;
-    configured.store(smem, std::memory_order_relaxed);
-  }
+  const cudaError_t err = allow_dynamic_smem(kernel, smem, configured);
+  if (err != cudaSuccess) return err;
   return launch_kernel(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), smem, stream,
                        p);
 }

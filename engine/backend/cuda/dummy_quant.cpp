@@ -136,6 +136,28 @@ Status fill_dummy_quant_part(const WeightMatrix& m, const QuantPart& part, bool 
         random_bytes(const_cast<void*>(part.data), s.data_bytes, 0xFF, seed, stream_id, stream));
     return constant_fill(DType::kF16, const_cast<void*>(part.scales), s.scale_bytes / 2, d, stream);
   }
+  if (m.format == WeightFormat::kGguf && part.gguf_q6k_split) {
+    // A Q6_K part in the split layout (gguf_repack.h): the blocks' bytes moved, drawn directly:
+    // random slots (ql, qh and the scales; the dummy block's scale bytes are its pattern) and
+    // every d the pattern's.
+    LATHE_ASSIGN_OR_RETURN(const GgufDummyBlock b, gguf_dummy_block(m.dtype));
+    const RepackShape s = gguf_q6k_split_shape(m);
+    constexpr int32_t kSlot = 208;
+    const int64_t blocks = s.data_bytes / kSlot;
+    LATHE_RETURN_IF_ERROR(
+        random_bytes(const_cast<void*>(part.data), s.data_bytes, 0xFF, seed, stream_id, stream));
+    if (b.offset < kSlot) {
+      const int32_t len = std::min<int32_t>(b.len, kSlot - b.offset);
+      LATHE_RETURN_IF_ERROR(block_pattern_fill(const_cast<void*>(part.data), blocks, kSlot,
+                                               b.offset, b.bytes.data(), len, stream));
+    }
+    if (b.offset + b.len <= kSlot)
+      return internal_error(m.name + ": the q6_k dummy pattern does not set d");
+    uint16_t d16 = 0;  // f16 d: the pattern's bytes at block offset 208
+    std::memcpy(&d16, b.bytes.data() + (kSlot - b.offset), 2);
+    return constant_fill(DType::kF16, const_cast<void*>(part.scales), blocks, f16_to_f32(d16),
+                         stream);
+  }
   if (m.format == WeightFormat::kGguf) {
     LATHE_ASSIGN_OR_RETURN(const GgufDummyBlock b, gguf_dummy_block(m.dtype));
     const int64_t bytes = m.data.nbytes();

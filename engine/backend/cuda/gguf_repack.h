@@ -11,7 +11,17 @@
 // float32 product as dequant.h's dequantize_row, so every weight is bit-identical. The repacked
 // bytes are also a symmetric compressed-tensors matrix (gguf_repacked_matrix), which the reference
 // decoder (engine/model/weight_dequant.h) reads. Other GGUF types keep their blocks.
-// CudaSwitches::gguf_repack (LATHE_CUDA_GGUF_REPACK=0) turns the conversion off for A/B runs.
+// Q6_K (256 weights: u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d; 210 bytes, so a block is only
+// 2-byte aligned in a row) is split instead: each block's first 208 bytes into a 16-byte aligned
+// slot, its d into an f16 array after the slots (QuantPart::gguf_q6k_split), the same 210 bytes
+// per block; the k-quant decode kernel (quant_gemv_kquants.cuh) reads it in 16-byte loads.
+// Q5_K (256 weights: f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]; 176 bytes) keeps its place
+// but its qh bytes are reordered (QuantPart::gguf_q5k_units): the k-quant kernel's unit c (weights
+// 64 c .. 64 c + 63: sub-blocks 2 c and 2 c + 1) needs bits 2 c and 2 c + 1 of all 32 qh bytes,
+// which the reorder puts in the 8 bytes 16 + 8 c .. + 7 of the block: byte r (0..7) of unit c
+// holds, from bit 0 up, two bits (2 c, 2 c + 1) of each of qh[r], qh[16 + r], qh[8 + r], qh[24 +
+// r]. CudaSwitches::gguf_repack (LATHE_CUDA_GGUF_REPACK=0) turns all three conversions off for A/B
+// runs.
 #pragma once
 
 #include "engine/backend/cuda/weight_repack.h"
@@ -33,6 +43,29 @@ RepackShape gguf_repack_shape(const WeightMatrix& m);
 // parallel on ThreadPool::global(). kInvalidArgument when the part is not one gguf_repacks takes
 // or has no host bytes (a dummy part: dummy_quant.h fills its repacked layout on the device).
 Result<RepackedPart> gguf_repack(const WeightMatrix& m);
+
+// Whether the GGUF part `m` takes the Q5_K unit order: a Q5_K part (k a multiple of 256).
+bool gguf_reorders_q5k(const WeightMatrix& m);
+
+// The blocks of a Q5_K part whose blocks are in host memory with their qh bytes in unit order
+// (RepackedPart::data, the same size as the blocks); kInvalidArgument as gguf_repack.
+Result<RepackedPart> gguf_reorder_q5k(const WeightMatrix& m);
+
+// One 32-byte qh array of a Q5_K block into unit order (out: 32 bytes), and back.
+void q5k_qh_to_units(const uint8_t* qh, uint8_t* out);
+void q5k_qh_from_units(const uint8_t* units, uint8_t* qh);
+
+// Whether the GGUF part `m` takes the split Q6_K layout: a Q6_K part (k a multiple of 256, as every
+// such part's is).
+bool gguf_splits_q6k(const WeightMatrix& m);
+
+// The split layout's shape: data_bytes = blocks * 208 (the slots), scale_bytes = blocks * 2 (the
+// d array at scales_at()), bits 6, group 16. Contract: gguf_splits_q6k(m).
+RepackShape gguf_q6k_split_shape(const WeightMatrix& m);
+
+// The split slots (RepackedPart::data) and d array (::scales) of a part whose blocks are in host
+// memory; kInvalidArgument as gguf_repack.
+Result<RepackedPart> gguf_split_q6k(const WeightMatrix& m);
 
 // The repacked bytes `r` of part `m` as the WeightMatrix the reference decoder reads: kInt,
 // compressed-tensors layout (rows of packed u32 codes along k), symmetric, group 32, f16 scales.

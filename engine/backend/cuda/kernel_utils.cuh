@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <utility>
 
@@ -39,6 +40,18 @@ __device__ __forceinline__ void pdl_trigger() {
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900)
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
+}
+
+// Lets `kernel` take `smem` bytes of dynamic shared memory: above 48 KB a kernel needs an opt-in,
+// raised once per process to the largest size asked (a process-wide attribute of the kernel);
+// `configured` is that kernel's own record (a function-local static of its launcher).
+template <typename Kernel>
+cudaError_t allow_dynamic_smem(Kernel kernel, size_t smem, std::atomic<size_t>& configured) {
+  if (smem <= configured.load(std::memory_order_relaxed)) return cudaSuccess;
+  const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(smem));
+  if (err == cudaSuccess) configured.store(smem, std::memory_order_relaxed);
+  return err;
 }
 
 // Launches `kernel` in thread-block clusters of `cluster` blocks (grid must be a multiple of it;

@@ -76,8 +76,11 @@ struct GgufBlock<kQ6K> {
 
 // GGUF: `blk` is the block holding the chunk, `sub` the chunk's index inside it (0 for 32-weight
 // blocks, 0..7 for the k-quants). Reads only the block's own bytes.
+// d6: Q6_K's d (at blk + 208 in a file's block; elsewhere in the split layout, gguf_repack.h).
+// q5_units: Q5_K's high bits in unit order (gguf_repack.h).
 template <int K>
-__device__ __forceinline__ void decode_gguf(const uint8_t* blk, int sub, float (&w)[32]) {
+__device__ __forceinline__ void decode_gguf(const uint8_t* blk, int sub, float (&w)[32],
+                                            const uint8_t* d6 = nullptr, bool q5_units = false) {
   if constexpr (K == kQ8_0) {
     const float d = f16_at(blk);
     const int8_t* q = reinterpret_cast<const int8_t*>(blk + 2);
@@ -127,7 +130,15 @@ __device__ __forceinline__ void decode_gguf(const uint8_t* blk, int sub, float (
 #pragma unroll
     for (int l = 0; l < 32; ++l) {
       int v = (q[l] >> shift) & 0xF;
-      if constexpr (K == kQ5K) v += (blk[16 + l] & (1u << sub)) ? 16 : 0;
+      if constexpr (K == kQ5K) {
+        // Unit order: weight l's bits of unit sub / 2 are in byte l % 8, pair 2 (l / 16) +
+        // (l / 8) % 2 ... at bit 2 pair + sub % 2 (q5k_qh_to_units).
+        const int bit = q5_units ? (blk[16 + 8 * (sub >> 1) + (l & 7)] >>
+                                    ((sub & 1) + 4 * ((l >> 3) & 1) + 2 * (l >> 4))) &
+                                       1
+                                 : (blk[16 + l] >> sub) & 1;
+        v += bit ? 16 : 0;
+      }
       w[l] = d1 * static_cast<float>(v) - m1;
     }
   } else if constexpr (K == kQ2K) {
@@ -172,7 +183,7 @@ __device__ __forceinline__ void decode_gguf(const uint8_t* blk, int sub, float (
     const uint8_t* ql = blk + 64 * half;
     const uint8_t* qh = blk + 128 + 32 * half;
     const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192) + 8 * half;
-    const float d = f16_at(blk + 208);
+    const float d = f16_at(d6 != nullptr ? d6 : blk + 208);
     const int lo_off = 32 * (g & 1), lo_shift = 4 * (g >> 1), hi_shift = 2 * g;
 #pragma unroll
     for (int l = 0; l < 32; ++l) {
@@ -205,11 +216,15 @@ __device__ __forceinline__ void decode_chunk(const QuantPart& p, int64_t row, in
                                              float (&w)[32]) {
   if constexpr (K <= kQ6K) {
     using B = GgufBlock<K>;
-    const int64_t row_bytes = p.k / B::kSize * B::kBytes;
+    const bool split = K == kQ6K && p.gguf_q6k_split;  // 208-byte slots, d apart
+    const int64_t slot = split ? 208 : B::kBytes;
     const int64_t e = c * 32;
-    const uint8_t* blk =
-        static_cast<const uint8_t*>(p.data) + row * row_bytes + (e / B::kSize) * B::kBytes;
-    decode_gguf<K>(blk, static_cast<int>((e % B::kSize) / 32), w);
+    const int64_t b = row * (p.k / B::kSize) + e / B::kSize;
+    const uint8_t* blk = static_cast<const uint8_t*>(p.data) + b * slot;
+    const uint8_t* d6 =
+        split ? reinterpret_cast<const uint8_t*>(static_cast<const __half*>(p.scales) + b)
+              : nullptr;
+    decode_gguf<K>(blk, static_cast<int>((e % B::kSize) / 32), w, d6, p.gguf_q5k_units);
   } else if constexpr (K == kInt4 || K == kInt8) {
     constexpr int kBits = K == kInt4 ? 4 : 8, kPer = 32 / kBits, kWords = 32 / kPer;
     const int64_t words_per_row = p.k / kPer;

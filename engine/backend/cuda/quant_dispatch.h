@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "engine/backend/cuda/gemv_epilogue.h"
 #include "engine/backend/cuda/quant_linear.h"
 #include "engine/backend/cuda/quant_tile_plan.h"
 
@@ -28,6 +29,38 @@ enum Kind : int {
   kFp8,
   kDenseAct,
 };
+
+// The k-quant decode kernel (quant_gemv_kquants.cuh) on Q4_K, Q5_K and split Q6_K parts.
+constexpr int kKquantMaxM = 2;  // activation rows per launch (larger batches run in slabs)
+// Dynamic shared memory of a launch: m rows of k staged activations (padded: k + k / 16 floats)
+// and their sums per 16 inputs.
+inline size_t kquant_smem_bytes(int64_t m, int64_t k) {
+  return static_cast<size_t>(m * (k + k / 16) + m * (k / 16)) * sizeof(float);
+}
+// Whether the kernel takes part p (kind: kind_of(p)).
+bool kquant_takes(int kind, const QuantPart& p);
+
+// The launches of a projection's k-quant parts with an output (gemv_epilogue.h): each a run of
+// parts of one kind, the output tasks [task_begin, task_end) (kStore / kResidualAdd: task t holds
+// rows row_begin + 2 t and + 1) and rows [row_begin, row_end) they read.
+struct KquantRange {
+  int kind = -1;
+  int first_part = 0, nparts = 0;
+  int32_t task_begin = 0, task_end = 0, row_begin = 0, row_end = 0;
+};
+constexpr int kKquantMaxParts = 3;  // parts per launch
+struct KquantPlan {
+  KquantRange ranges[2 * kKquantMaxParts];
+  int nranges = 0;
+};
+
+cudaError_t gemv_kquant_parts(const QuantPart* parts, const KquantPlan& plan, DType act,
+                              const void* x, DType out_dtype, void* y, int64_t n, int64_t m,
+                              GemvOutput output, const GemvRopeKv& rope, cudaStream_t stream,
+                              const TileNormInput* norm);
+// One part, stored (quant_gemv): y[mi * ldy + row_offset + r].
+cudaError_t gemv_kquant(int kind, const QuantPart& p, DType act, const void* x, DType out_dtype,
+                        void* y, int64_t ldy, int64_t m, cudaStream_t stream);
 
 cudaError_t gemv_gguf(int kind, const QuantPart& p, DType act, const void* x, DType out_dtype,
                       void* y, int64_t ldy, int64_t m, cudaStream_t stream);

@@ -62,7 +62,7 @@ int64_t QuantPart::bytes() const {
   switch (format) {
     case WeightFormat::kDense:
       return n * k * 2;
-    case WeightFormat::kGguf:
+    case WeightFormat::kGguf:  // the split Q6_K layout has the blocks' bytes too
       return n * (k / dtype_info(gguf_type).block_size) * dtype_info(gguf_type).block_bytes;
     case WeightFormat::kInt: {
       const int64_t groups = group_size > 0 ? k / group_size : 1;
@@ -156,6 +156,135 @@ Result<TilePlan> tile_pairs_plan(const std::vector<QuantPart>& parts, int64_t n,
 bool quant_tile_pairs_take(const std::vector<QuantPart>& parts, int64_t n, int64_t m,
                            GemvOutput output, const GemvRopeKv* rope, bool norm) {
   return tile_pairs_plan(parts, n, m, output, rope, norm).is_ok();
+}
+
+namespace {
+
+// The k-quant launches of a projection (quant_dispatch.h's KquantPlan), or why not.
+Result<quant::KquantPlan> kquant_plan(const std::vector<QuantPart>& parts, int64_t n, int64_t m,
+                                      GemvOutput output, const GemvRopeKv* rope, bool norm) {
+  if (m < 1 || m > kQuantGemvMaxM)
+    return unsupported(strformat("k-quant kernel: batches of 1 to %d rows", kQuantGemvMaxM));
+  if (output != GemvOutput::kStore && m != 1)
+    return unsupported("k-quant kernel: the epilogues at batch 1");
+  if (norm && (m != 1 || output == GemvOutput::kResidualAdd))
+    return unsupported("k-quant kernel: the RMSNorm input at batch 1, not with the residual add");
+  if (norm && !parts.empty() && !parts[0].kquant_norm)
+    return unsupported(
+        "k-quant kernel: the RMSNorm input is off (LATHE_CUDA_KQUANT_NORM=1 turns it on)");
+  if (parts.empty() || n <= 0 || n >= (int64_t{1} << 30))
+    return invalid_argument("k-quant kernel: no parts");
+  std::vector<int> kinds;
+  int64_t row = 0;
+  for (const QuantPart& p : parts) {
+    const int kind = kind_of(p);
+    if (!quant::kquant_takes(kind, p))
+      return unsupported("k-quant kernel: a part that is not q4_k, q5_k or split q6_k");
+    if (p.k != parts[0].k || p.row_offset != row)
+      return invalid_argument("k-quant kernel: parts of one k, rows in order");
+    kinds.push_back(kind);
+    row += p.n;
+  }
+  if (row != n) return invalid_argument("k-quant kernel: the parts' rows are not n");
+  quant::KquantPlan plan;
+  // One launch over rows [r0, r1) and tasks [t0, t1): the parts it touches, all of one kind.
+  auto add = [&](int64_t r0, int64_t r1, int64_t t0, int64_t t1) -> Status {
+    int first = 0;
+    while (parts[static_cast<size_t>(first)].row_offset + parts[static_cast<size_t>(first)].n <= r0)
+      ++first;
+    int last = first;
+    while (last + 1 < static_cast<int>(parts.size()) &&
+           parts[static_cast<size_t>(last + 1)].row_offset < r1)
+      ++last;
+    for (int i = first; i <= last; ++i)
+      if (kinds[static_cast<size_t>(i)] != kinds[static_cast<size_t>(first)])
+        return unsupported("k-quant kernel: an epilogue's rows in parts of different kinds");
+    if (last - first + 1 > quant::kKquantMaxParts)
+      return unsupported("k-quant kernel: more than 3 parts in a launch");
+    quant::KquantRange& r = plan.ranges[plan.nranges++];
+    r.kind = kinds[static_cast<size_t>(first)];
+    r.first_part = first;
+    r.nparts = last - first + 1;
+    r.row_begin = static_cast<int32_t>(r0);
+    r.row_end = static_cast<int32_t>(r1);
+    r.task_begin = static_cast<int32_t>(t0);
+    r.task_end = static_cast<int32_t>(t1);
+    return Status();
+  };
+  switch (output) {
+    case GemvOutput::kStore:
+    case GemvOutput::kResidualAdd:
+      // Runs of parts of one kind; task t of a run holds its rows 2 t, 2 t + 1.
+      for (size_t i = 0; i < parts.size();) {
+        size_t j = i;
+        while (j + 1 < parts.size() && kinds[j + 1] == kinds[i] &&
+               j + 1 - i < quant::kKquantMaxParts)
+          ++j;
+        const int64_t r0 = parts[i].row_offset, r1 = parts[j].row_offset + parts[j].n;
+        LATHE_RETURN_IF_ERROR(add(r0, r1, 0, (r1 - r0 + 1) / 2));
+        i = j + 1;
+      }
+      break;
+    case GemvOutput::kSwiglu:
+      if (n % 2 != 0) return invalid_argument("k-quant kernel: SwiGLU needs gate and up rows");
+      LATHE_RETURN_IF_ERROR(add(0, n, 0, n / 2));
+      break;
+    case GemvOutput::kRopeKv: {
+      if (rope == nullptr) return invalid_argument("k-quant kernel: RoPE/KV without parameters");
+      const int64_t d = rope->head_dim,
+                    qk = static_cast<int64_t>(rope->num_heads + rope->num_kv_heads) * d;
+      if (d <= 0 || d % 2 != 0 || n != qk + rope->num_kv_heads * d)
+        return invalid_argument(
+            "k-quant kernel: RoPE/KV rows are not (heads + 2 kv heads) * head_dim");
+      // Rotation pairs of q and k rows first, then pairs of v rows (task_rows); one launch when
+      // one kind covers all.
+      if (add(0, n, 0, n / 2).is_ok()) break;
+      plan.nranges = 0;
+      LATHE_RETURN_IF_ERROR(add(0, qk, 0, qk / 2));
+      LATHE_RETURN_IF_ERROR(add(qk, n, qk / 2, n / 2));
+      break;
+    }
+  }
+  return plan;
+}
+
+}  // namespace
+
+bool quant_kquant_parts_take(const std::vector<QuantPart>& parts, int64_t n, int64_t m,
+                             GemvOutput output, const GemvRopeKv* rope, bool norm) {
+  return kquant_plan(parts, n, m, output, rope, norm).is_ok();
+}
+
+Status quant_gemv_kquant_parts(const std::vector<QuantPart>& parts, DType act, const void* x,
+                               DType out_dtype, void* y, int64_t n, int64_t m, GemvOutput output,
+                               const GemvRopeKv& rope, cudaStream_t stream,
+                               const TileNormInput* norm) {
+  if (m <= 0) return Status();
+  if (norm != nullptr) {
+    if (norm->residual == nullptr || norm->weight == nullptr ||
+        reinterpret_cast<uintptr_t>(norm->residual) % 16 != 0 ||
+        reinterpret_cast<uintptr_t>(norm->weight) % 16 != 0)
+      return invalid_argument(
+          "quant_gemv_kquant_parts: the RMSNorm input needs 16-byte aligned residual and weight");
+    x = nullptr;  // not read
+  }
+  if (!is_act_dtype(act) || (out_dtype != act && out_dtype != DType::kF32))
+    return invalid_argument(
+        "quant_gemv_kquant_parts: bf16/f16 activations, output of that type or f32");
+  if ((output == GemvOutput::kSwiglu || output == GemvOutput::kRopeKv) && out_dtype != act)
+    return invalid_argument("quant_gemv_kquant_parts: an epilogue writes the activation type");
+  if (norm == nullptr && reinterpret_cast<uintptr_t>(x) % 16 != 0)
+    return invalid_argument("quant_gemv_kquant_parts: x must be 16-byte aligned");
+  if (output == GemvOutput::kRopeKv)
+    LATHE_RETURN_IF_ERROR(check_rope_kv("quant_gemv_kquant_parts", n, rope, act));
+  LATHE_ASSIGN_OR_RETURN(
+      const quant::KquantPlan plan,
+      kquant_plan(parts, n, m, output, output == GemvOutput::kRopeKv ? &rope : nullptr,
+                  norm != nullptr));
+  const cudaError_t err = quant::gemv_kquant_parts(parts.data(), plan, act, x, out_dtype, y, n, m,
+                                                   output, rope, stream, norm);
+  if (err != cudaSuccess) return cuda_error(err, "launch of the k-quant decode kernel");
+  return check_launch("quant_gemv_kquants_kernel");
 }
 
 bool quant_residual_add_takes(const QuantPart& p, int64_t m) {

@@ -64,6 +64,14 @@ struct QuantPart {
   ScaleGranularity fp8_scale = ScaleGranularity::kTensor;  // kFp8: kTensor [1], kChannel [n],
                                                            // kBlock [ceil(n/128), ceil(k/128)]
   bool one_row_gemv = false;  // the one-row decode kernel even where the multi-row one applies
+  // kGguf Q6_K: each 210-byte block split into a 208-byte slot (ql, qh, scales; 16-byte aligned)
+  // in `data` and its f16 d in `scales` ([n, k / 256]); gguf_repack.h. Set by the upload.
+  bool gguf_q6k_split = false;
+  // kGguf Q5_K: each block's 32 high-bit bytes reordered so that the bits of each 64-weight unit
+  // are 8 contiguous bytes (gguf_repack.h); same bytes. Set by the upload.
+  bool gguf_q5k_units = false;
+  // GGUF k-quant kernel: whether it builds its RMSNorm input itself (CudaSwitches::kquant_norm).
+  bool kquant_norm = false;
   // kInt 4-bit: codes in the tensor-core tile layout of int4_tiles.h instead of the row layout
   // (set by the upload where int4_tiles_fit); the decode products then run on tensor cores.
   bool int4_tiles = false;
@@ -106,6 +114,23 @@ Status quant_gemv_tile_pairs(const std::vector<QuantPart>& parts, DType act, con
                              DType out_dtype, void* y, int64_t n, int64_t m, GemvOutput output,
                              const GemvRopeKv& rope, cudaStream_t stream,
                              const TileNormInput* norm = nullptr);
+// The projection's parts (Q4_K, Q5_K or split Q6_K GGUF parts, rows 0..n in order, at most 3 of a
+// kind in a row) on the k-quant decode kernel (quant_gemv_kquants.cuh), with `output`: kStore
+// (y: [m, n] of out_dtype, m <= kQuantGemvMaxM), or at m = 1 kResidualAdd (y: the f32 residual
+// [1, n], the rounded product added), kSwiglu or kRopeKv (rope: its parameters) as gemv_epilogue.h
+// states. One launch per run of parts of one kind (kRopeKv: q/k rows and v rows apart when their
+// kinds differ). norm (m = 1, not with kResidualAdd): x is the RMSNorm of norm->residual, computed
+// by each block as add_rms_norm computes it (x itself unused).
+Status quant_gemv_kquant_parts(const std::vector<QuantPart>& parts, DType act, const void* x,
+                               DType out_dtype, void* y, int64_t n, int64_t m, GemvOutput output,
+                               const GemvRopeKv& rope, cudaStream_t stream,
+                               const TileNormInput* norm = nullptr);
+// Whether quant_gemv_kquant_parts takes these parts at batch m with this output (norm: with the
+// RMSNorm input).
+bool quant_kquant_parts_take(const std::vector<QuantPart>& parts, int64_t n, int64_t m,
+                             GemvOutput output, const GemvRopeKv* rope = nullptr,
+                             bool norm = false);
+
 // Whether quant_gemv_tile_pairs takes these parts at batch m with this output (norm: with the
 // RMSNorm input).
 bool quant_tile_pairs_take(const std::vector<QuantPart>& parts, int64_t n, int64_t m,

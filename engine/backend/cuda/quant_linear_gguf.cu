@@ -22,10 +22,13 @@ cudaError_t gemv_gguf(int kind, const QuantPart& p, DType act, const void* x, DT
     case kQ3K:
       return launch_gemv<kQ3K>(p, act, x, out_dtype, y, ldy, m, stream);
     case kQ4K:
+      if (kquant_takes(kind, p)) return gemv_kquant(kind, p, act, x, out_dtype, y, ldy, m, stream);
       return launch_gemv<kQ4K>(p, act, x, out_dtype, y, ldy, m, stream);
     case kQ5K:
+      if (kquant_takes(kind, p)) return gemv_kquant(kind, p, act, x, out_dtype, y, ldy, m, stream);
       return launch_gemv<kQ5K>(p, act, x, out_dtype, y, ldy, m, stream);
     case kQ6K:
+      if (kquant_takes(kind, p)) return gemv_kquant(kind, p, act, x, out_dtype, y, ldy, m, stream);
       return launch_gemv<kQ6K>(p, act, x, out_dtype, y, ldy, m, stream);
     default:
       return cudaErrorInvalidValue;

@@ -1,0 +1,21 @@
+// Shared by the fused-projection tests (cuda_tile_pairs_test.cpp, cuda_kquant_parts_test.cpp): the
+// unfused product their fused launches are compared against.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "engine/backend/cuda/linear.h"
+#include "engine/backend/cuda/quant_linear.h"
+#include "engine/core/status.h"
+
+namespace lathe::test {
+
+// The unfused product: one quant_gemv launch per part of w, y [m, w.n] of `out`.
+inline Status per_part(const cuda::DeviceLinear& w, DType act, const void* x, DType out, void* y,
+                       int64_t m, cudaStream_t st) {
+  for (const cuda::QuantPart& p : w.parts)
+    LATHE_RETURN_IF_ERROR(cuda::quant_gemv(p, act, x, out, y, w.n, m, st));
+  return Status();
+}
+
+}  // namespace lathe::test
