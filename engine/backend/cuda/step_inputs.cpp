@@ -5,6 +5,7 @@
 
 #include "engine/core/strings.h"
 #include "engine/runtime/model_input_check.h"
+#include "engine/runtime/token_constraint.h"
 
 namespace lathe::cuda {
 namespace {
@@ -52,7 +53,7 @@ int64_t tail_tokens(const ModelInput& in, int64_t vocab, MaskPacking masks) {
     const SamplingRow& row = in.sampling[r];
     tail += static_cast<int64_t>(row.banned_tokens.size());
     tail += 2 * static_cast<int64_t>(row.logit_bias.size());
-    if (row.allowed && masks == MaskPacking::kNow) tail += mask_words(vocab);
+    if (row.is_constrained() && masks == MaskPacking::kNow) tail += mask_words(vocab);
     if (!has_penalties(row)) return;
     tail += !first && extends_history(in.sampling[r - 1], row)
                 ? 1
@@ -301,10 +302,13 @@ Status pack_step(const ModelInput& in, const StepLimits& lim, int32_t pad_to, bo
     d.bias_begin = bias_used;
     for (const TokenBias& b : r.logit_bias) biases[bias_used++] = DeviceTokenBias{b.token, b.bias};
     d.bias_end = bias_used;
-    if (r.allowed && masks == MaskPacking::kNow) {
+    if (r.is_constrained() && masks == MaskPacking::kNow) {
+      // A row's mask is looked up here when the engine left it to the runner (row_mask()).
       // Missing words (a mask shorter than the vocabulary) allow nothing, as on the CPU.
-      const int64_t have = std::min<int64_t>(row_words, static_cast<int64_t>(r.allowed->size()));
-      std::memcpy(words + w_used, r.allowed->data(), sizeof(uint32_t) * have);
+      const std::shared_ptr<const TokenMask> mask = row_mask(r);
+      const int64_t have =
+          mask ? std::min<int64_t>(row_words, static_cast<int64_t>(mask->size())) : 0;
+      if (have > 0) std::memcpy(words + w_used, mask->data(), sizeof(uint32_t) * have);
       std::fill(words + w_used + have, words + w_used + row_words, 0u);
       d.mask_begin = w_used;
       w_used += static_cast<int32_t>(row_words);
