@@ -60,6 +60,17 @@ struct CudaSwitches {
   // grows with the batch). Batch 1 only by default: run 45 measured +1.2% there (298-299 vs 295,
   // alternated twice), run 41 losses from 2 (574 vs 617 tok/s at batch 2; 1347 vs 2199 at 8).
   int32_t int4_norm_max_m = 1;
+  // Constrained decoding (issue 18), three A/B switches whose defaults took the batch-64 overhead
+  // under 5% (docs/PERFORMANCE.md); all three 0 is the path before them:
+  // LATHE_CUDA_MASK_LOOKUP_LATE=0: a step's masks are looked up (a grammar cache miss walks the
+  // vocabulary) before its forward pass is launched instead of while it runs.
+  bool mask_lookup_late = true;
+  // LATHE_CUDA_MASK_CACHE=0: every step uploads each constrained row's mask words (19 KB a row at
+  // 152k tokens) instead of naming the slot of a device-resident copy (mask_slot_table.h).
+  bool mask_cache = true;
+  // LATHE_CUDA_SAMPLER_MASKS=0: process_logits() writes -inf over each row's masked tokens instead
+  // of sample_tokens() reading the mask with the logits.
+  bool sampler_masks = true;
 
   // "fused=0 lookahead=0" for the switches that differ from the defaults; "defaults" when none.
   std::string describe() const;
