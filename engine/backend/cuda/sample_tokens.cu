@@ -255,6 +255,51 @@ __device__ Cut select_cut(const Probs& probs, int64_t vocab, const Cut& filter, 
   return Cut{p_star, static_cast<int32_t>(vocab), false};
 }
 
+// Keeps (bv, bi) the larger of itself and (v, i): value descending, lowest id on ties; NaN counts
+// as -inf.
+__device__ __forceinline__ void consider_max(float v, int64_t i, float* bv, int32_t* bi) {
+  v = isnan(v) ? -INFINITY : v;
+  if (v > *bv || (v == *bv && i < *bi)) *bv = v, *bi = static_cast<int32_t>(i);
+}
+
+// This thread's share of the maximum and argmax over a row of nv float4s (the block's threads
+// stride through it), kScanVecs loads in flight; with kMasked, tokens whose bit in `mask` is clear
+// count as -inf (tokens 4v..4v+3 are bits 4(v % 8).. of word v / 8).
+template <bool kMasked>
+__device__ __forceinline__ void scan_max(const float4* __restrict__ l4, int64_t nv,
+                                         const uint32_t* __restrict__ mask, float* bv,
+                                         int32_t* bi) {
+  for (int64_t v0 = threadIdx.x; v0 < nv; v0 += kThreads * kScanVecs) {
+    float4 q[kScanVecs];
+    uint32_t bits[kScanVecs];
+#pragma unroll
+    for (int j = 0; j < kScanVecs; ++j) {
+      const int64_t v = v0 + static_cast<int64_t>(j) * kThreads;
+      if (v < nv) {
+        q[j] = l4[v];
+        if constexpr (kMasked) bits[j] = mask[v >> 3] >> ((v & 7) * 4);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kScanVecs; ++j) {
+      const int64_t v = v0 + static_cast<int64_t>(j) * kThreads;
+      if (v >= nv) break;
+      if constexpr (kMasked) {
+        const uint32_t b = bits[j];
+        consider_max(b & 1u ? q[j].x : -INFINITY, 4 * v, bv, bi);
+        consider_max(b & 2u ? q[j].y : -INFINITY, 4 * v + 1, bv, bi);
+        consider_max(b & 4u ? q[j].z : -INFINITY, 4 * v + 2, bv, bi);
+        consider_max(b & 8u ? q[j].w : -INFINITY, 4 * v + 3, bv, bi);
+      } else {
+        consider_max(q[j].x, 4 * v, bv, bi);
+        consider_max(q[j].y, 4 * v + 1, bv, bi);
+        consider_max(q[j].z, 4 * v + 2, bv, bi);
+        consider_max(q[j].w, 4 * v + 3, bv, bi);
+      }
+    }
+  }
+}
+
 __global__ void __launch_bounds__(kThreads) sample_tokens_kernel(
     const float* __restrict__ logits, int64_t vocab, const DeviceSamplingRow* __restrict__ rows,
     const uint32_t* __restrict__ step_words, const uint32_t* __restrict__ cache_words,
@@ -273,38 +318,14 @@ __global__ void __launch_bounds__(kThreads) sample_tokens_kernel(
   // keeps one load in flight and dominated the greedy decode step's sampler time).
   float bv = -INFINITY;
   int32_t bi = 0x7fffffff;
-  auto consider = [&](float v, int64_t i) {
-    v = isnan(v) ? -INFINITY : v;
-    if (v > bv || (v == bv && i < bi)) bv = v, bi = static_cast<int32_t>(i);
-  };
   if (vocab % 4 == 0 && reinterpret_cast<uintptr_t>(l) % 16 == 0) {
-    const float4* l4 = reinterpret_cast<const float4*>(l);
-    const int64_t nv = vocab / 4;
-    for (int64_t v0 = tid; v0 < nv; v0 += kThreads * kScanVecs) {
-      float4 q[kScanVecs];
-      uint32_t bits[kScanVecs];  // the mask bits of the four tokens of q[j] (all set: no mask)
-#pragma unroll
-      for (int j = 0; j < kScanVecs; ++j) {
-        const int64_t v = v0 + static_cast<int64_t>(j) * kThreads;
-        if (v < nv) {
-          q[j] = l4[v];
-          // Tokens 4v..4v+3 are bits 4(v % 8).. of word v / 8.
-          bits[j] = mask != nullptr ? mask[v >> 3] >> ((v & 7) * 4) : 0xFu;
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < kScanVecs; ++j) {
-        const int64_t v = v0 + static_cast<int64_t>(j) * kThreads;
-        if (v >= nv) break;
-        const uint32_t b = bits[j];
-        consider(b & 1u ? q[j].x : -INFINITY, 4 * v),
-            consider(b & 2u ? q[j].y : -INFINITY, 4 * v + 1),
-            consider(b & 4u ? q[j].z : -INFINITY, 4 * v + 2),
-            consider(b & 8u ? q[j].w : -INFINITY, 4 * v + 3);
-      }
-    }
+    // A row without a mask takes the loop without the mask's loads and selects.
+    if (mask == nullptr)
+      scan_max<false>(reinterpret_cast<const float4*>(l), vocab / 4, nullptr, &bv, &bi);
+    else
+      scan_max<true>(reinterpret_cast<const float4*>(l), vocab / 4, mask, &bv, &bi);
   } else {
-    for (int64_t i = tid; i < vocab; i += kThreads) consider(logit(i), i);
+    for (int64_t i = tid; i < vocab; i += kThreads) consider_max(logit(i), i, &bv, &bi);
   }
   float max_logit;
   const int32_t argmax = block_argmax(bv, bi, sm, &max_logit);
