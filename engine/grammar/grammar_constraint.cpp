@@ -75,6 +75,7 @@ std::shared_ptr<const TokenMask> GrammarConstraint::allowed(int32_t state,
   auto it = cache_.find(key);
   if (it != cache_.end()) return it->second;
   std::shared_ptr<TokenMask> mask = compute(state);
+  ++num_computed_;
   if (ends)
     for (const TokenId t : end_ids)
       if (t >= 0 && t < vocab_->vocab_size())

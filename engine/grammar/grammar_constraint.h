@@ -38,6 +38,9 @@ class GrammarConstraint final : public TokenConstraint {
   // Whether the whole of `text` matches (for tests and checks).
   bool matches(std::string_view text);
   int32_t num_cached_masks() const { return static_cast<int32_t>(cache_.size()); }
+  // Masks computed so far (cache misses: each walks the vocabulary once).
+  int32_t num_masks_computed() const { return num_computed_; }
+  int32_t num_dfa_states() const { return dfa_.num_states(); }
 
  private:
   GrammarConstraint(ByteNfa nfa, std::shared_ptr<const TokenVocabulary> vocabulary)
@@ -65,6 +68,7 @@ class GrammarConstraint final : public TokenConstraint {
   };
   std::unordered_map<MaskKey, std::shared_ptr<const TokenMask>, MaskKeyHash> cache_;
   std::vector<int32_t> path_;  // scratch: DFA states along the current prefix
+  int32_t num_computed_ = 0;
 };
 
 }  // namespace lathe

@@ -136,12 +136,19 @@ SamplingRow EngineCore::sampling_row(const Active& a, std::span<const TokenId> d
   in.drafts = drafts;
   SamplingRow row = make_sampling_row(in);
   // Constrained sequences never carry drafts (propose_drafts), so the state is the row's.
-  if (a.req.sampling.constraint) {
-    row.allowed = a.req.sampling.constraint->allowed(a.constraint_state, in.stop_ids);
-    // min_tokens yields to the grammar: a complete output that cannot continue may end.
-    if (!row.banned_tokens.empty() && !mask_allows_other_than(*row.allowed, row.banned_tokens))
-      row.banned_tokens.clear();
+  TokenConstraint* constraint = a.req.sampling.constraint.get();
+  if (constraint == nullptr) return row;
+  if (row.banned_tokens.empty()) {
+    // The mask is looked up by the runner once the forward pass runs (model_io.h).
+    row.constraint = constraint;
+    row.constraint_state = a.constraint_state;
+    row.constraint_end_ids = in.stop_ids;
+    return row;
   }
+  // min_tokens yields to the grammar: a complete output that cannot continue may end. Deciding
+  // that needs the mask now.
+  row.allowed = constraint->allowed(a.constraint_state, in.stop_ids);
+  if (!mask_allows_other_than(*row.allowed, row.banned_tokens)) row.banned_tokens.clear();
   return row;
 }
 

@@ -22,13 +22,17 @@
 // one computing a shared prompt prefix gets it as a prefix-cache hit, as in vLLM).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "engine/tokenizer/tokenizer.h"
 
 namespace lathe {
+
+class TokenConstraint;  // token_constraint.h
 
 // A bias added to one token's logit (OpenAI's logit_bias: -100..100; -100 in effect bans it).
 struct TokenBias {
@@ -58,8 +62,18 @@ struct SamplingRow {
   std::vector<TokenId> banned_tokens;
   // Per-row sparse logit bias (the request's logit_bias), applied after the bans.
   std::vector<TokenBias> logit_bias;
-  // Constrained decoding: tokens outside the mask get -inf, after the bias; null = no constraint.
+  // Constrained decoding: tokens outside the row's mask get -inf, after the bias. The mask is
+  // `allowed` when set; else, when `constraint` is set, constraint->allowed(constraint_state,
+  // constraint_end_ids), looked up only when a runner asks for it (row_mask(),
+  // token_constraint.h): the engine leaves the lookup, a hash hit or on a miss a walk of the
+  // vocabulary, to the runner, which does it once the step's forward pass is launched, so that it
+  // overlaps the device's work. `constraint` and the span are the request's, valid until
+  // execute() returns (not owned; copies of the row kept past the step must not resolve them).
+  // Neither set: no constraint.
   std::shared_ptr<const TokenMask> allowed;
+  TokenConstraint* constraint = nullptr;
+  int32_t constraint_state = 0;
+  std::span<const TokenId> constraint_end_ids;
   // Penalty history, only filled when a penalty is active: history_tokens = prompt ++ output,
   // history_prompt_len = prompt length (repetition penalty uses all; presence/frequency the
   // output).
@@ -67,6 +81,8 @@ struct SamplingRow {
   int32_t history_prompt_len = 0;
 
   bool is_greedy() const { return temperature < 1e-5f; }
+  // Whether the row has a mask, computed (allowed) or still to look up (constraint).
+  bool is_constrained() const { return allowed != nullptr || constraint != nullptr; }
   bool operator==(const SamplingRow& o) const {
     return temperature == o.temperature && top_p == o.top_p && top_k == o.top_k &&
            min_p == o.min_p && repetition_penalty == o.repetition_penalty &&
@@ -74,6 +90,11 @@ struct SamplingRow {
            seed == o.seed && step == o.step && num_logprobs == o.num_logprobs &&
            banned_tokens == o.banned_tokens && logit_bias == o.logit_bias &&
            (allowed == o.allowed || (allowed && o.allowed && *allowed == *o.allowed)) &&
+           constraint == o.constraint &&
+           (constraint == nullptr ||
+            (constraint_state == o.constraint_state &&
+             std::equal(constraint_end_ids.begin(), constraint_end_ids.end(),
+                        o.constraint_end_ids.begin(), o.constraint_end_ids.end()))) &&
            history_tokens == o.history_tokens && history_prompt_len == o.history_prompt_len;
   }
 };
@@ -110,9 +131,9 @@ struct ModelInput {
   // min_tokens) with this step's token. A runner may then start that step before this one's tokens
   // reach the host (lookahead, next_decode_input.h); it checks the next input against its
   // prediction, so a wrong expectation (an EOS, a stop string, an abort, an arrival) costs a
-  // discarded step, never a wrong result. Constrained rows (SamplingRow::allowed) continue too:
-  // their next mask depends on this step's token, so a runner that looks ahead launches only the
-  // next step's forward pass early and binds its sampling rows late, taking them from the real
+  // discarded step, never a wrong result. Constrained rows (SamplingRow::is_constrained) continue
+  // too: their next mask depends on this step's token, so a runner that looks ahead launches only
+  // the next step's forward pass early and binds its sampling rows late, taking them from the real
   // next input (next_decode_input.h: has_constrained_rows, same_forward).
   bool next_step_continues = false;
 

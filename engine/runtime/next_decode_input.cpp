@@ -41,7 +41,7 @@ bool same_step(const ModelInput& a, const ModelInput& b) {
 
 bool has_constrained_rows(const ModelInput& in) {
   return std::any_of(in.sampling.begin(), in.sampling.end(),
-                     [](const SamplingRow& r) { return r.allowed != nullptr; });
+                     [](const SamplingRow& r) { return r.is_constrained(); });
 }
 
 }  // namespace lathe

@@ -22,9 +22,9 @@ std::optional<ModelInput> predict_next_decode(const ModelInput& in, int32_t bloc
 // Whether `a` and `b` compute the same step: every field but next_step_continues is equal.
 bool same_step(const ModelInput& a, const ModelInput& b);
 
-// Whether some sampling row of `in` is constrained (SamplingRow::allowed). The mask of such a row
-// in the step after `in` follows from the token `in` samples, so it is unknown when a runner looks
-// ahead: the predicted step's sampling rows are late-bound. The runner may launch that step's
+// Whether some sampling row of `in` is constrained (SamplingRow::is_constrained). The mask of such
+// a row in the step after `in` follows from the token `in` samples, so it is unknown when a runner
+// looks ahead: the predicted step's sampling rows are late-bound. The runner may launch that step's
 // forward pass early but must sample it with the rows of the real next input, which it accepts
 // when same_forward() holds.
 bool has_constrained_rows(const ModelInput& in);

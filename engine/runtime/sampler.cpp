@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/core/philox.h"
+#include "engine/runtime/token_constraint.h"
 
 namespace lathe {
 namespace {
@@ -155,6 +156,12 @@ TokenId sample_random(const float* logits, int64_t vocab, const SamplingRow& row
 }  // namespace
 
 SampledToken sample_token(float* logits, int64_t vocab_size, const SamplingRow& row) {
+  const std::shared_ptr<const TokenMask> mask = row_mask(row);
+  return sample_token(logits, vocab_size, row, mask.get());
+}
+
+SampledToken sample_token(float* logits, int64_t vocab_size, const SamplingRow& row,
+                          const TokenMask* allowed) {
   SampledToken out;
   if (vocab_size <= 0) return out;
   for (int64_t i = 0; i < vocab_size; ++i)
@@ -163,8 +170,8 @@ SampledToken sample_token(float* logits, int64_t vocab_size, const SamplingRow& 
     if (t >= 0 && t < vocab_size) logits[t] = kNegInf;
   for (const TokenBias& b : row.logit_bias)
     if (b.token >= 0 && b.token < vocab_size) logits[b.token] += b.bias;
-  if (row.allowed) {
-    const TokenMask& mask = *row.allowed;
+  if (allowed != nullptr) {
+    const TokenMask& mask = *allowed;
     const int64_t covered = std::min<int64_t>(vocab_size, static_cast<int64_t>(mask.size()) * 32);
     for (int64_t i = 0; i < covered; ++i)
       if (((mask[static_cast<size_t>(i >> 5)] >> (i & 31)) & 1u) == 0) logits[i] = kNegInf;

@@ -39,8 +39,13 @@
 
 namespace lathe {
 
-// logits: [vocab_size], modified in place (used as scratch).
+// logits: [vocab_size], modified in place (used as scratch). The row's mask is row_mask(row)
+// (token_constraint.h: a lookup on the calling thread for a row with a constraint).
 SampledToken sample_token(float* logits, int64_t vocab_size, const SamplingRow& row);
+// The same with the row's mask given (null: none), ignoring the row's own: for callers that
+// sample rows on worker threads after resolving their masks on the engine thread.
+SampledToken sample_token(float* logits, int64_t vocab_size, const SamplingRow& row,
+                          const TokenMask* mask);
 
 // Step 5 alone on a row of logits: fills out->logprob (of out->token) and, for num_logprobs > 0,
 // out->top_logprobs, exactly as sample_token() does (prompt logprobs use it on raw logits).

@@ -1,8 +1,9 @@
 // Constrained decoding's seam in the engine: an automaton over tokens that says, at each output
 // position, which tokens may come next (a JSON schema, a regex, a choice list, a tool call).
-// The engine core keeps one state per sequence, puts allowed(state) into the sequence's sampling
-// row (SamplingRow::allowed, applied by the CPU and CUDA samplers) and advances the state with
-// every token it appends. Implementation: engine/grammar/grammar_constraint.h.
+// The engine core keeps one state per sequence, puts the constraint and the state into the
+// sequence's sampling row (SamplingRow::constraint: the runner looks the mask up with row_mask()
+// once its forward pass is running; the CPU and CUDA samplers apply it) and advances the state
+// with every token it appends. Implementation: engine/grammar/grammar_constraint.h.
 //
 // Thread contract: created on a request thread; once submitted, used only by the engine thread
 // (the n choices of one request, and requests with the same grammar, share one, each sequence
@@ -32,6 +33,15 @@ class TokenConstraint {
   virtual std::shared_ptr<const TokenMask> allowed(int32_t state,
                                                    std::span<const TokenId> end_ids) = 0;
 };
+
+// The mask of `row` (SamplingRow::allowed, or its constraint's, looked up now); null for an
+// unconstrained row. A lookup uses the request's constraint, which only the engine thread may
+// touch: runners call this on the thread that called execute() (one that samples on worker threads
+// resolves every row first), after launching the step's forward pass where they can.
+inline std::shared_ptr<const TokenMask> row_mask(const SamplingRow& row) {
+  if (row.allowed || row.constraint == nullptr) return row.allowed;
+  return row.constraint->allowed(row.constraint_state, row.constraint_end_ids);
+}
 
 // Whether `mask` allows some token that is not among `ids`. min_tokens yields to a grammar with
 // it: EOS and stop ids stay banned while the grammar allows anything else, and are allowed once

@@ -16,12 +16,14 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "engine/backend/cpu/cpu_model_runner.h"
 #include "engine/backend/cpu/cpu_runner_factory.h"
 #include "engine/model/model_loader.h"
 #include "engine/runtime/sampler.h"
+#include "engine/runtime/token_constraint.h"
 #include "test_support.h"
 
 using namespace lathe;
@@ -148,6 +150,27 @@ Status open_fixture(const QString& name, int threads, Fixture* f) {
   LATHE_ASSIGN_OR_RETURN(f->runner, create_cpu_model_runner(f->model, ro));
   return f->runner->allocate_kv_cache(kNumBlocks, kBlockSize);
 }
+
+// A constraint whose every state allows one fixed mask; counts its lookups and those made on a
+// thread other than the one that created it.
+class FixedMaskConstraint final : public TokenConstraint {
+ public:
+  explicit FixedMaskConstraint(std::shared_ptr<const TokenMask> mask)
+      : mask_(std::move(mask)), owner_(std::this_thread::get_id()) {}
+  int32_t start() const override { return 0; }
+  int32_t advance(int32_t state, TokenId) override { return state; }
+  std::shared_ptr<const TokenMask> allowed(int32_t state, std::span<const TokenId>) override {
+    ++lookups;
+    if (std::this_thread::get_id() != owner_) ++off_thread;
+    last_state = state;
+    return mask_;
+  }
+  int lookups = 0, off_thread = 0, last_state = -1;
+
+ private:
+  std::shared_ptr<const TokenMask> mask_;
+  std::thread::id owner_;
+};
 
 }  // namespace
 
@@ -379,6 +402,39 @@ class CpuRunnerTest : public QObject {
     QCOMPARE(out->tokens[1].top_logprobs.size(), size_t{2});
     QCOMPARE(out->tokens[1].top_logprobs[0].token, out->tokens[1].token);
     QVERIFY(out->tokens[1].logprob < 0);
+  }
+
+  // A row whose mask the engine left to the runner (SamplingRow::constraint) is looked up on the
+  // calling thread, never on the sampling workers (token_constraint.h), and sampled exactly as a
+  // row carrying the same mask: the argmax over the allowed tokens.
+  void execute_looks_masks_up_on_the_calling_thread() {
+    Fixture f;
+    LATHE_QVERIFY_OK(open_fixture("llama_tied", 2, &f));
+    std::mt19937 rng(5);
+    int32_t max_blocks;
+    std::vector<Seq> seqs = make_seqs(f.ref, rng, &max_blocks);
+    ModelInput in = make_step(seqs, {19, 13}, max_blocks);
+    const std::vector<TokenId> allowed_ids = {3, 11, 17};
+    auto mask = std::make_shared<TokenMask>(static_cast<size_t>((f.ref.vocab + 31) / 32), 0u);
+    for (TokenId t : allowed_ids) (*mask)[static_cast<size_t>(t) >> 5] |= 1u << (t & 31);
+    FixedMaskConstraint constraint(mask);
+    const std::vector<TokenId> end_ids = {2};
+    in.sampling[0].constraint = &constraint;
+    in.sampling[0].constraint_state = 7;
+    in.sampling[0].constraint_end_ids = end_ids;
+    in.sampling[1].allowed = mask;
+    Result<ModelOutput> out = f.runner->execute(in);
+    LATHE_QVERIFY_RESULT(out);
+    QCOMPARE(constraint.lookups, 1);
+    QCOMPARE(constraint.off_thread, 0);
+    QCOMPARE(constraint.last_state, 7);
+    for (size_t s = 0; s < 2; ++s) {
+      const float* ref = f.ref.row(s, static_cast<int32_t>(f.ref.tokens[s].size()) - 1);
+      TokenId best = allowed_ids[0];
+      for (TokenId t : allowed_ids)
+        if (ref[t] > ref[best]) best = t;
+      QCOMPARE(out->tokens[s].token, best);
+    }
   }
 
   void bad_inputs_are_errors_not_crashes() {

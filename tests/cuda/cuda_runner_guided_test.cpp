@@ -7,6 +7,10 @@
 // only); every output is a complete JSON document valid under the schema. The grammar is a real
 // one (a JSON schema compiled by json_schema_to_regex, masks by GrammarConstraint) over a byte
 // vocabulary of 283 tokens inside the fixture model's 300.
+// Masks reach the runner both ways the engine gives them (a computed mask, or the constraint and
+// state for the runner to look up: row_mask()), and the same tokens come from the path before the
+// mask cache (LATHE_CUDA_MASK_LOOKUP_LATE, _MASK_CACHE and _SAMPLER_MASKS all 0) and from a mask
+// cache of two slots, which a step of three rows overflows and every step evicts from.
 #include <QtTest>
 
 #include <nlohmann/json.hpp>
@@ -96,8 +100,16 @@ class CudaRunnerGuidedTest : public QObject {
 
     auto ahead = make_cuda(m.value(), 64, false, 4);
     auto plain = make_cuda(m.value(), 64, false, 0);
+    CudaSwitches before;
+    before.mask_lookup_late = before.mask_cache = before.sampler_masks = false;
+    auto old_path = make_cuda(m.value(), 64, false, 0, before);
+    auto tiny_cache = make_cuda(m.value(), 64, false, 4, {}, 2);
     LATHE_QVERIFY_RESULT(ahead);
     LATHE_QVERIFY_RESULT(plain);
+    LATHE_QVERIFY_RESULT(old_path);
+    LATHE_QVERIFY_RESULT(tiny_cache);
+    auto* tr = dynamic_cast<cuda::CudaModelRunner*>(tiny_cache.value().get());
+    QVERIFY(tr != nullptr);
     auto* ar = dynamic_cast<cuda::CudaModelRunner*>(ahead.value().get());
     QVERIFY(ar != nullptr);
     const auto all = synthetic_prompts(v);
@@ -120,18 +132,30 @@ class CudaRunnerGuidedTest : public QObject {
             row.top_p = 0.95f;
             row.seed = 11 + s;
             row.step = b.tokens[s].size() - prompts[s].size();
-            row.allowed = g.allowed(state[s], end_ids);
+            if ((s + step) % 2 == 0) {
+              row.allowed = g.allowed(state[s], end_ids);
+            } else {  // left to the runner, as the engine does
+              row.constraint = &g;
+              row.constraint_state = state[s];
+              row.constraint_end_ids = end_ids;
+            }
           }
           in.next_step_continues = step > 0 && step < kSteps;
           auto oa = ahead.value()->execute(in);
           auto op = plain.value()->execute(in);
+          auto oo = old_path.value()->execute(in);
+          auto ot = tiny_cache.value()->execute(in);
           LATHE_QVERIFY_RESULT(oa);
           LATHE_QVERIFY_RESULT(op);
+          LATHE_QVERIFY_RESULT(oo);
+          LATHE_QVERIFY_RESULT(ot);
           std::vector<TokenId> next;
           for (size_t s = 0; s < batch; ++s) {
             const TokenId t = op.value().tokens[s].token;
             QCOMPARE(oa.value().tokens[s].token, t);
-            const TokenMask& mask = *in.sampling[s].allowed;
+            QCOMPARE(oo.value().tokens[s].token, t);
+            QCOMPARE(ot.value().tokens[s].token, t);
+            const TokenMask& mask = *row_mask(in.sampling[s]);
             const size_t w = static_cast<size_t>(t) >> 5;
             QVERIFY2(t >= 0 && w < mask.size() && ((mask[w] >> (t & 31)) & 1u) != 0,
                      qPrintable(QString("token %1 outside the mask").arg(t)));
@@ -164,6 +188,13 @@ class CudaRunnerGuidedTest : public QObject {
         }
       }
     }
+    // Three rows with distinct masks overflow a two-slot cache (packed with the step), and the
+    // grammar's states evict each other.
+    const cuda::MaskSlotTable& t = tr->mask_slots();
+    qInfo("two-slot mask cache: %lld hits, %lld uploads, %lld overflows",
+          static_cast<long long>(t.hits()), static_cast<long long>(t.uploads()),
+          static_cast<long long>(t.overflows()));
+    QVERIFY(t.overflows() > 0 && t.uploads() > 2 && t.hits() > 0);
   }
 };
 

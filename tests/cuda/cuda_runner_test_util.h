@@ -91,9 +91,11 @@ inline std::unique_ptr<ModelRunner> make_cpu(const LoadedModel& m, int32_t num_b
 
 inline Result<std::unique_ptr<ModelRunner>> make_cuda(const LoadedModel& m, int32_t num_blocks,
                                                       bool eager, int32_t lookahead_max_seqs = 1,
-                                                      const CudaSwitches& switches = {}) {
+                                                      const CudaSwitches& switches = {},
+                                                      int32_t mask_cache_slots = 0) {
   CudaRunnerOptions o;
   o.switches = switches;
+  o.mask_cache_slots = mask_cache_slots;
   o.enforce_eager = eager;
   o.lookahead_max_seqs = lookahead_max_seqs;
   o.max_num_seqs = 8;

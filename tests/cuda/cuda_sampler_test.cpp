@@ -67,22 +67,38 @@ std::vector<SamplingRow> make_rows(int n, int64_t vocab, uint32_t seed) {
   return rows;
 }
 
+// Where the GPU sampler's masks are applied (gpu_sampler_matches_cpu).
+enum MaskMode { kProcess, kSamplerStep, kSamplerCache };
+
 }  // namespace
 
 class CudaSamplerTest : public QObject {
   Q_OBJECT
  private slots:
+  // Masks either written over the logits by process_logits() (kProcess) or read by sample_tokens()
+  // from the step's words (kSamplerStep) or the device mask cache (kSamplerCache): the same
+  // tokens and logprobs as the CPU; the processed logits equal the CPU's wherever a token is
+  // allowed (masked tokens are -inf in memory only with kProcess).
   void gpu_sampler_matches_cpu_data() {
     QTest::addColumn<int>("vocab");
     QTest::addColumn<int>("rows");
-    QTest::newRow("vocab 5000") << 5000 << 120;
-    QTest::newRow("vocab 128256") << 128256 << 24;
-    QTest::newRow("vocab 5001 (unaligned rows: the scalar max scan)") << 5001 << 40;
+    QTest::addColumn<int>("masks");
+    const std::pair<const char*, int> modes[] = {{"masks in process_logits", kProcess},
+                                                 {"masks read by the sampler", kSamplerStep},
+                                                 {"masks read from the cache", kSamplerCache}};
+    for (const auto& [name, mode] : modes) {
+      QTest::newRow(qPrintable(QString("vocab 5000, %1").arg(name))) << 5000 << 120 << mode;
+      QTest::newRow(qPrintable(QString("vocab 128256, %1").arg(name))) << 128256 << 24 << mode;
+      QTest::newRow(
+          qPrintable(QString("vocab 5001 (unaligned rows: the scalar max scan), %1").arg(name)))
+          << 5001 << 40 << mode;
+    }
   }
   void gpu_sampler_matches_cpu() {
     LATHE_REQUIRE_GPU();
     QFETCH(int, vocab);
     QFETCH(int, rows);
+    QFETCH(int, masks);
     const int64_t v = vocab;
     std::mt19937 rng(static_cast<uint32_t>(vocab));
     std::normal_distribution<float> normal(0.f, 3.f);
@@ -128,6 +144,7 @@ class CudaSamplerTest : public QObject {
       d.bias_end = static_cast<int32_t>(biases.size());
       if (r.allowed) {
         d.mask_begin = static_cast<int32_t>(words.size());
+        d.mask_in_cache = masks == kSamplerCache ? 1 : 0;
         words.insert(words.end(), r.allowed->begin(), r.allowed->end());
       }
     }
@@ -138,13 +155,16 @@ class CudaSamplerTest : public QObject {
     Dev d_counts = Dev::from(std::vector<int32_t>(static_cast<size_t>(rows) * v, 0));
     Dev d_out = Dev::poisoned(rows * 8),
         d_top = Dev::poisoned(int64_t{rows} * cuda::kMaxTopLogprobs * 8);
+    const uint32_t* step_words = masks == kSamplerCache ? nullptr : d_words.as<uint32_t>();
+    const uint32_t* cache_words = masks == kSamplerCache ? d_words.as<uint32_t>() : nullptr;
     LATHE_QVERIFY_OK(cuda::process_logits(
         d_logits.as<float>(), v, d_rows.as<cuda::DeviceSamplingRow>(), rows, d_banned.as<int32_t>(),
-        d_hist.as<int32_t>(), d_bias.as<cuda::DeviceTokenBias>(), d_words.as<uint32_t>(),
-        d_counts.as<int32_t>(), nullptr));
+        d_hist.as<int32_t>(), d_bias.as<cuda::DeviceTokenBias>(), step_words, cache_words,
+        masks == kProcess, d_counts.as<int32_t>(), nullptr));
     LATHE_QVERIFY_OK(cuda::sample_tokens(
         d_logits.as<float>(), v, d_rows.as<cuda::DeviceSamplingRow>(), rows,
-        d_out.as<cuda::DeviceSampledToken>(), d_top.as<cuda::DeviceTokenLogprob>(), nullptr));
+        d_out.as<cuda::DeviceSampledToken>(), d_top.as<cuda::DeviceTokenLogprob>(), nullptr,
+        masks == kProcess ? nullptr : step_words, masks == kProcess ? nullptr : cache_words));
     LATHE_CUDA_CHECK(cudaDeviceSynchronize());
     const auto out = d_out.download<cuda::DeviceSampledToken>(static_cast<size_t>(rows));
     const auto top =
@@ -156,7 +176,11 @@ class CudaSamplerTest : public QObject {
     for (int i = 0; i < rows; ++i) {
       std::vector<float> l(logits.begin() + i * v, logits.begin() + (i + 1) * v);
       const SampledToken want = sample_token(l.data(), v, srows[static_cast<size_t>(i)]);
+      const TokenMask* mask = srows[static_cast<size_t>(i)].allowed.get();
       for (int64_t j = 0; j < v; ++j) {
+        const bool masked_out =
+            mask != nullptr && (((*mask)[static_cast<size_t>(j >> 5)] >> (j & 31)) & 1u) == 0;
+        if (masks != kProcess && masked_out) continue;  // left for the sampler to read as -inf
         const float g = std::isnan(processed[i * v + j]) ? -INFINITY : processed[i * v + j];
         if (g != l[j])
           QFAIL(qPrintable(

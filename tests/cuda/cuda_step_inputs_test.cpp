@@ -7,10 +7,13 @@
 // make a kernel read or write outside the cache.
 #include <QtTest>
 
+#include <climits>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "engine/backend/cuda/step_inputs.h"
+#include "engine/runtime/token_constraint.h"
 #include "test_support.h"
 
 using namespace lathe;
@@ -53,6 +56,23 @@ ModelInput two_seqs() {
   in.sampling = {a, b};
   return in;
 }
+
+// A constraint whose every state allows one mask; counts lookups.
+class CountingConstraint final : public TokenConstraint {
+ public:
+  explicit CountingConstraint(std::shared_ptr<const TokenMask> mask) : mask_(std::move(mask)) {}
+  int32_t start() const override { return 0; }
+  int32_t advance(int32_t state, TokenId) override { return state; }
+  std::shared_ptr<const TokenMask> allowed(int32_t state, std::span<const TokenId>) override {
+    ++lookups;
+    last_state = state;
+    return mask_;
+  }
+  int lookups = 0, last_state = -1;
+
+ private:
+  std::shared_ptr<const TokenMask> mask_;
+};
 
 }  // namespace
 
@@ -118,10 +138,12 @@ class CudaStepInputsTest : public QObject {
     const StepArrays al = StepArrays::at(later.data(), pl.layout);
     const StepArrays an = StepArrays::at(now.data(), pn.layout);
     QCOMPARE(al.sampling[1].mask_begin, -1);
-    QVERIFY(!pl.needs_processing);
+    QVERIFY(!pl.needs_processing && !pl.has_masks);
     QCOMPARE(pl.bytes + 16, pn.bytes);
     QCOMPARE(an.sampling[1].mask_begin, 0);
-    QVERIFY(pn.needs_processing);
+    QCOMPARE(an.sampling[1].mask_in_cache, 0);
+    // A mask alone needs no processing pass (the sampler reads it), only has_masks.
+    QVERIFY(pn.has_masks && !pn.needs_processing);
     const uint32_t* words = reinterpret_cast<const uint32_t*>(now.data() + pn.mask_offset);
     QCOMPARE(words[0], 0x5u);
     QCOMPARE(words[1], 0x80000000u);
@@ -133,6 +155,61 @@ class CudaStepInputsTest : public QObject {
     QCOMPARE(std::memcmp(later.data() + pl.layout.kv_indices, now.data() + pn.layout.kv_indices,
                          4 * static_cast<size_t>(pl.num_pages)),
              0);
+  }
+
+  // Rows naming a slot of the device mask cache (MaskSlots) pack no words: mask_begin is the
+  // slot's first word there; rows without a slot pack theirs, looked up from the row's constraint
+  // when the engine left that to the runner (row_mask()). Slots for the wrong number of rows, or
+  // past what a row can address, are refused.
+  void packs_mask_slots_and_looked_up_masks() {
+    ModelInput in = two_seqs();
+    in.sampling[0].banned_tokens.clear();
+    in.sampling[1] = SamplingRow{};
+    auto cached = std::make_shared<TokenMask>(TokenMask{0x1u, 0, 0, 0});
+    in.sampling[0].allowed = cached;
+    CountingConstraint looked_up(std::make_shared<TokenMask>(TokenMask{0x6u, 0x1u}));
+    const std::vector<TokenId> end_ids = {2};
+    in.sampling[1].constraint = &looked_up;
+    in.sampling[1].constraint_state = 5;
+    in.sampling[1].constraint_end_ids = end_ids;
+    const std::vector<int32_t> row_slots = {3, -1};
+    const int64_t all_words = step_bytes(in, limits(), 0, 1, MaskPacking::kNow);
+    const int64_t with_slots = step_bytes(in, limits(), 0, 1, MaskPacking::kNow, row_slots);
+    QCOMPARE(all_words - with_slots, int64_t{16});  // row 0's 4 words are in the cache
+    std::vector<uint8_t> host(4096, 0xAB);
+    PackedStep p;
+    LATHE_QVERIFY_OK(pack_step(in, limits(), 0, false, host.data(), 4096, 4096, &p, 1,
+                               MaskPacking::kNow, row_slots));
+    const StepArrays a = StepArrays::at(host.data(), p.layout);
+    QCOMPARE(a.sampling[0].mask_in_cache, 1);
+    QCOMPARE(a.sampling[0].mask_begin, 3 * 4);  // slot 3 of 4-word rows
+    QCOMPARE(a.sampling[1].mask_in_cache, 0);
+    QCOMPARE(a.sampling[1].mask_begin, 0);
+    QVERIFY(p.has_masks && !p.needs_processing);
+    QCOMPARE(looked_up.lookups, 1);
+    QCOMPARE(looked_up.last_state, 5);
+    const uint32_t* words = reinterpret_cast<const uint32_t*>(host.data() + p.mask_offset);
+    QCOMPARE(words[0], 0x6u);
+    QCOMPARE(words[1], 0x1u);
+    QCOMPARE(words[2], 0u);  // past the short mask: nothing allowed
+    QCOMPARE(words[3], 0u);
+    QCOMPARE(p.bytes, p.mask_offset + 16);
+    // kLater looks nothing up.
+    LATHE_QVERIFY_OK(
+        pack_step(in, limits(), 0, false, host.data(), 4096, 4096, &p, 1, MaskPacking::kLater));
+    QCOMPARE(looked_up.lookups, 1);
+    QVERIFY(!p.has_masks);
+
+    const std::vector<int32_t> short_slots = {3};
+    Status st = pack_step(in, limits(), 0, false, host.data(), 4096, 4096, &p, 1, MaskPacking::kNow,
+                          short_slots);
+    QVERIFY(!st.is_ok());
+    QVERIFY2(st.message().find("mask slots for 1 rows") != std::string::npos, st.message().c_str());
+    const std::vector<int32_t> far = {INT32_MAX / 2, -1};
+    st = pack_step(in, limits(), 0, false, host.data(), 4096, 4096, &p, 1, MaskPacking::kNow, far);
+    QVERIFY(!st.is_ok());
+    QVERIFY2(st.message().find("past what a row can address") != std::string::npos,
+             st.message().c_str());
   }
 
   void pads_a_decode_step_to_its_bucket() {

@@ -32,7 +32,10 @@ const char* const kNames[] = {"LATHE_CUDA_ATTENTION",
                               "LATHE_CUDA_INT4_NORM_MAX_M",
                               "LATHE_CUDA_FP8_GEMM",
                               "LATHE_CUDA_FP8_GEMM_MIN_M",
-                              "LATHE_CUDA_KQUANT_NORM"};
+                              "LATHE_CUDA_KQUANT_NORM",
+                              "LATHE_CUDA_MASK_LOOKUP_LATE",
+                              "LATHE_CUDA_MASK_CACHE",
+                              "LATHE_CUDA_SAMPLER_MASKS"};
 
 void clear_env() {
   for (const char* n : kNames) qunsetenv(n);
@@ -53,6 +56,7 @@ class CudaSwitchesTest : public QObject {
     QCOMPARE(s.describe(), std::string("defaults"));
     QVERIFY(s.decode_attention && s.gemv_epilogues && s.pdl && s.fused_rope && s.native_formats &&
             s.quant_rows && s.int4_tiles && s.gguf_repack);
+    QVERIFY(s.mask_lookup_late && s.mask_cache && s.sampler_masks);
     QCOMPARE(s.fused, FusedDecodeMode::kAuto);
     QCOMPARE(s.lookahead_max_seqs, -1);
   }
@@ -80,6 +84,9 @@ class CudaSwitchesTest : public QObject {
     qputenv("LATHE_CUDA_FP8_GEMM", "0");
     qputenv("LATHE_CUDA_FP8_GEMM_MIN_M", "64");
     qputenv("LATHE_CUDA_KQUANT_NORM", "1");
+    qputenv("LATHE_CUDA_MASK_LOOKUP_LATE", "0");
+    qputenv("LATHE_CUDA_MASK_CACHE", "0");
+    qputenv("LATHE_CUDA_SAMPLER_MASKS", "0");
     std::vector<std::string> warnings;
     const CudaSwitches s = cuda_switches_from_environment(&warnings);
     QVERIFY(warnings.empty());
@@ -94,9 +101,11 @@ class CudaSwitchesTest : public QObject {
     QCOMPARE(s.int4_norm_max_m, 8);
     QCOMPARE(s.fp8_gemm_min_m, 64);
     QVERIFY(s.kquant_norm);
+    QVERIFY(!s.mask_lookup_late && !s.mask_cache && !s.sampler_masks);
     for (const char* d :
          {"kquant_norm=1", "gguf_repack=0", "int4_tile_pairs=0", "int4_norm_max_m=8", "fp8_gemm=0",
-          "int4_tiles_max_m=32", "int4_gemm_max_m=2048"})
+          "int4_tiles_max_m=32", "int4_gemm_max_m=2048", "mask_lookup_late=0", "mask_cache=0",
+          "sampler_masks=0"})
       QVERIFY2(s.describe().find(d) != std::string::npos, s.describe().c_str());
     QCOMPARE(s.decode_split_tokens, 64);
     QCOMPARE(s.decode_split_blocks_per_sm, 2);

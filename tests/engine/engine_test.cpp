@@ -108,6 +108,26 @@ class AlternatingConstraint final : public TokenConstraint {
   std::shared_ptr<const TokenMask> masks_[2];
 };
 
+// An AlternatingConstraint that counts where its masks are looked up: inside the runner's
+// execute() (where the engine leaves the lookups, model_io.h) or outside it.
+class WhereLookedUp final : public TokenConstraint {
+ public:
+  WhereLookedUp(const test::FakeModelRunner* runner, TokenId first, TokenId second)
+      : runner_(runner), inner_(1000, first, second) {}
+  int32_t start() const override { return inner_.start(); }
+  int32_t advance(int32_t state, TokenId token) override { return inner_.advance(state, token); }
+  std::shared_ptr<const TokenMask> allowed(int32_t state,
+                                           std::span<const TokenId> end_ids) override {
+    ++(runner_->in_execute() ? inside : outside);
+    return inner_.allowed(state, end_ids);
+  }
+  int inside = 0, outside = 0;
+
+ private:
+  const test::FakeModelRunner* runner_;
+  AlternatingConstraint inner_;
+};
+
 }  // namespace
 
 class EngineTest : public QObject {
@@ -206,6 +226,34 @@ class EngineTest : public QObject {
     // 31 and 47 of the 20-token prompts): 36 predicted steps, all taken.
     QCOMPARE(m.runner->lookahead_hits(), int64_t{36});
     QCOMPARE(m.runner->lookahead_misses(), int64_t{0});
+    LATHE_VERIFY_NO_LEAKS(*m.engine);
+  }
+
+  // The engine leaves each constrained row's mask lookup (a grammar walk of the vocabulary on a
+  // cache miss) to the runner, which looks it up once its forward pass is launched: every lookup
+  // happens inside execute(), and the tokens are the grammar's. Under min_tokens the engine needs
+  // the mask to decide whether EOS may end a complete output, so those rows are looked up before.
+  void masks_are_looked_up_by_the_runner() {
+    Made m = make_engine();
+    auto lazy = std::make_shared<WhereLookedUp>(m.runner, 10, 20);
+    auto eager = std::make_shared<WhereLookedUp>(m.runner, 30, 40);
+    test::Collected a, b;
+    RequestSpec s = spec(prompt_of(20), 12);
+    s.sampling.constraint = lazy;
+    LATHE_SUBMIT_OK(m.engine->submit(s, a.callback()));
+    s = spec(prompt_of(20, 1), 12);
+    s.sampling.constraint = eager;
+    s.sampling.min_tokens = 5;
+    LATHE_SUBMIT_OK(m.engine->submit(s, b.callback()));
+    QVERIFY(a.wait() && b.wait());
+    for (size_t k = 0; k < 12; ++k) {
+      QCOMPARE(a.tokens[k], k % 2 == 0 ? TokenId{10} : TokenId{20});
+      QCOMPARE(b.tokens[k], k % 2 == 0 ? TokenId{30} : TokenId{40});
+    }
+    QCOMPARE(lazy->outside, 0);
+    QVERIFY(lazy->inside >= 12);
+    QCOMPARE(eager->outside, 5);  // the rows under min_tokens: outputs 0..4
+    QVERIFY(eager->inside >= 7);
     LATHE_VERIFY_NO_LEAKS(*m.engine);
   }
 

@@ -23,6 +23,7 @@
 #include "engine/runtime/draft_acceptance.h"
 #include "engine/runtime/model_runner.h"
 #include "engine/runtime/next_decode_input.h"
+#include "engine/runtime/token_constraint.h"
 
 namespace lathe::test {
 
@@ -56,6 +57,17 @@ class FakeModelRunner : public ModelRunner {
   bool verifies_draft_tokens() const override { return options_.verifies_drafts; }
 
   Result<ModelOutput> execute(const ModelInput& in) override {
+    struct Running {
+      std::atomic<bool>& flag;
+      ~Running() { flag = false; }  // also when the step throws
+    } running{in_execute_};
+    in_execute_ = true;
+    return execute_step(in);
+  }
+  // Whether execute() is running (for tests that check what the engine leaves to the runner).
+  bool in_execute() const { return in_execute_; }
+
+  Result<ModelOutput> execute_step(const ModelInput& in) {
     ++num_steps_;
     if (options_.step_delay_ms > 0)
       std::this_thread::sleep_for(std::chrono::milliseconds(options_.step_delay_ms));
@@ -124,13 +136,15 @@ class FakeModelRunner : public ModelRunner {
     }
     // Banned tokens (min_tokens) and tokens outside the row's mask (constrained decoding): take
     // the next id that is neither (the first one tried when none is).
-    const auto ok = [&row](TokenId id) {
+    // The mask, looked up here when the engine left it to the runner (row_mask()).
+    const std::shared_ptr<const TokenMask> mask = row_mask(row);
+    const auto ok = [&row, &mask](TokenId id) {
       if (std::find(row.banned_tokens.begin(), row.banned_tokens.end(), id) !=
           row.banned_tokens.end())
         return false;
-      if (!row.allowed) return true;
+      if (!mask) return true;
       const size_t w = static_cast<size_t>(id) >> 5;
-      return w < row.allowed->size() && (((*row.allowed)[w] >> (id & 31)) & 1u) != 0;
+      return w < mask->size() && (((*mask)[w] >> (id & 31)) & 1u) != 0;
     };
     for (int64_t i = 0; i < options_.vocab_size && !ok(t); ++i)
       t = static_cast<TokenId>((t + 1) % options_.vocab_size);
@@ -147,6 +161,7 @@ class FakeModelRunner : public ModelRunner {
   int64_t lookahead_misses() const { return lookahead_misses_; }
 
  private:
+  std::atomic<bool> in_execute_{false};
   static uint64_t hash(std::span<const TokenId> ctx, uint64_t seed, uint64_t step) {
     uint64_t h = 1469598103934665603ull ^ (seed * 0x9e3779b97f4a7c15ull) ^ (step << 17);
     for (TokenId t : ctx) h = (h ^ static_cast<uint32_t>(t)) * 1099511628211ull;

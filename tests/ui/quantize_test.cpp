@@ -82,9 +82,9 @@ class QuantizeTest : public QObject {
   void closeWizard() {
     if (QuantizeWizard* w = m_window->quantizeWizard()) {
       w->close();
-      QTRY_VERIFY(m_window->quantizeWizard() == nullptr);
+      QTRY_VERIFY_WITH_TIMEOUT(m_window->quantizeWizard() == nullptr, 30000);
     }
-    QTRY_VERIFY(!m_window->quantizeTask()->isRunning());
+    QTRY_VERIFY_WITH_TIMEOUT(!m_window->quantizeTask()->isRunning(), 60000);
   }
 
  private slots:
@@ -219,7 +219,7 @@ class QuantizeTest : public QObject {
     QSignalSpy progress(m_window->quantizeTask(), &QuantizeTask::progress);
     runTo(w, "q4_0", -1, out);
     w->close();
-    QTRY_VERIFY(m_window->quantizeWizard() == nullptr);
+    QTRY_VERIFY_WITH_TIMEOUT(m_window->quantizeWizard() == nullptr, 30000);
     QTRY_VERIFY_WITH_TIMEOUT(progress.count() > 0 || finished.count() > 0, 60000);
     auto* status = m_window->findChild<QLabel*>("jobStatus");
     QVERIFY(progress.count() == 0 || finished.count() > 0 ||
@@ -490,7 +490,7 @@ class QuantizeTest : public QObject {
     runTo(w, "q4_0", -1, out);
     QTRY_COMPARE_WITH_TIMEOUT(w->currentId(), int(QuantizeWizard::kFinishedPage), 180000);
     w->finishedPage()->compareButton()->click();
-    QTRY_VERIFY(m_window->quantizeWizard() == nullptr);
+    QTRY_VERIFY_WITH_TIMEOUT(m_window->quantizeWizard() == nullptr, 30000);
     QCOMPARE(m_window->pages()->currentWidget(), static_cast<QWidget*>(m_window->compare()));
     QCOMPARE(m_window->compare()->models(), (QStringList{m_model, out}));
   }

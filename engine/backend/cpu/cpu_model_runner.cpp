@@ -19,6 +19,7 @@
 #include "engine/runtime/model_input_check.h"
 #include "engine/runtime/parallel.h"
 #include "engine/runtime/sampler.h"
+#include "engine/runtime/token_constraint.h"
 
 namespace lathe {
 namespace {
@@ -284,9 +285,13 @@ Result<ModelOutput> CpuModelRunner::execute(const ModelInput& input) {
   const int64_t n = input.num_sample_rows();
   out.tokens.resize(static_cast<size_t>(n));
   const int64_t vocab = config_.vocab_size;
+  // Masks are looked up here, on the engine thread (token_constraint.h), not on the workers.
+  std::vector<std::shared_ptr<const TokenMask>> masks(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) masks[static_cast<size_t>(i)] = row_mask(input.sampling[i]);
   pool_->parallel_for(n, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i)
-      out.tokens[i] = sample_token(logits_.data() + i * vocab, vocab, input.sampling[i]);
+      out.tokens[i] = sample_token(logits_.data() + i * vocab, vocab, input.sampling[i],
+                                   masks[static_cast<size_t>(i)].get());
   });
   LATHE_RETURN_IF_ERROR(accept_draft_tokens(input, &out));
   return out;

@@ -33,10 +33,10 @@ Status CudaModelRunner::init(const LoadedModel& model, const CudaRunnerOptions& 
     return invalid_argument(
         strformat("--gpu-memory-utilization must be in (0, 1], got %g", o.gpu_memory_utilization));
   if (o.max_num_seqs < 0 || o.max_num_batched_tokens < 0 || o.block_size < 0 ||
-      o.max_model_len < 0 || o.num_speculative_tokens < 0)
+      o.max_model_len < 0 || o.num_speculative_tokens < 0 || o.mask_cache_slots < 0)
     return invalid_argument(
-        "max-num-seqs, max-num-batched-tokens, max-model-len, block size and the number of "
-        "speculative tokens must not be negative");
+        "max-num-seqs, max-num-batched-tokens, max-model-len, block size, the number of "
+        "speculative tokens and mask cache slots must not be negative");
   LATHE_RETURN_IF_ERROR(require_single_rank(o.parallel, "the CUDA backend"));
   if (o.context != nullptr) {
     ctx_ = std::dynamic_pointer_cast<CudaDeviceContext>(o.context);
@@ -96,6 +96,10 @@ Status CudaModelRunner::init(const LoadedModel& model, const CudaRunnerOptions& 
   eo.lookahead_max_seqs = o.switches.lookahead_max_seqs >= 0 ? o.switches.lookahead_max_seqs
                                                              : std::max(0, o.lookahead_max_seqs);
   eo.max_sample_rows = mo.max_logit_rows;
+  eo.mask_lookup_late = o.switches.mask_lookup_late;
+  eo.mask_cache = o.switches.mask_cache;
+  eo.sampler_masks = o.switches.sampler_masks;
+  eo.mask_cache_slots = o.mask_cache_slots;
   eo.graph_query_len = o.num_speculative_tokens > 0 ? 1 + o.num_speculative_tokens : 0;
   executor_ = std::make_unique<StepExecutor>(*model_, kv_, eo);
   LATHE_RETURN_IF_ERROR(executor_->allocate(block_size_));

@@ -47,6 +47,8 @@ class CudaModelRunner final : public ModelRunner {
   // Predicted steps that the next input matched (hits) or did not (misses, each a dropped step).
   int64_t lookahead_hits() const { return executor_->lookahead_hits(); }
   int64_t lookahead_misses() const { return executor_->lookahead_misses(); }
+  // The device mask cache's slots (constrained decoding): hits, uploads, overflows.
+  const MaskSlotTable& mask_slots() const { return executor_->mask_slots(); }
   // Profiling: steps run with CUDA events between phases; phase_ms() accumulates GPU time per
   // phase over the profiled steps.
   void set_profiling(bool on) { executor_->set_profiling(on); }

@@ -23,7 +23,9 @@ struct LoadedModel;
 
 // Bump when a member of CudaPluginApi or a type it passes (CudaRunnerOptions, CudaDeviceProperties,
 // ModelRunner, LoadedModel, ...) changes in a way an older plugin would misread.
-inline constexpr uint32_t kCudaPluginAbiVersion = 3;  // 3: CudaRunnerOptions switches, context
+// 3: CudaRunnerOptions switches, context; 4: SamplingRow::constraint (masks the runner looks up),
+// CudaRunnerOptions::mask_cache_slots and the mask switches.
+inline constexpr uint32_t kCudaPluginAbiVersion = 4;
 // The exported symbol (extern "C") and the file name the loader looks for.
 inline constexpr const char* kCudaPluginEntryPoint = "lathe_cuda_plugin_api";
 inline constexpr const char* kCudaPluginFileName = "liblathe_cuda.so";

@@ -39,6 +39,10 @@ struct CudaRunnerOptions {
   // sampler and logits buffers hold max_num_seqs * (1 + k) rows, and decode steps whose sequences
   // each carry 1 + k tokens get CUDA graphs of their own. 0: one sampled token per sequence.
   int32_t num_speculative_tokens = 0;
+  // Slots of the device-resident mask cache (constrained decoding, step_executor.h), each
+  // ceil(vocab / 32) words: 0 is four times the sampled rows, 64 to 1024 (19 MB at 152k tokens,
+  // the 1024 masks one grammar caches at most).
+  int32_t mask_cache_slots = 0;
   // A/B switches (cuda_switches.h); the command line fills them from the environment.
   CudaSwitches switches;
   // The device state to share (device_context.h): another runner's device_context() runs this one

@@ -58,6 +58,9 @@ std::string CudaSwitches::describe() const {
   add(fp8_gemm != d.fp8_gemm, "fp8_gemm=0");
   add(fp8_gemm_min_m != d.fp8_gemm_min_m, "fp8_gemm_min_m=" + std::to_string(fp8_gemm_min_m));
   add(int4_tile_warps != d.int4_tile_warps, "int4_tile_warps=" + std::to_string(int4_tile_warps));
+  add(mask_lookup_late != d.mask_lookup_late, "mask_lookup_late=0");
+  add(mask_cache != d.mask_cache, "mask_cache=0");
+  add(sampler_masks != d.sampler_masks, "sampler_masks=0");
   return s.empty() ? std::string("defaults") : s;
 }
 
@@ -124,6 +127,9 @@ CudaSwitches cuda_switches_from_environment(std::vector<std::string>* warnings) 
   if (const char* v = env("LATHE_CUDA_INT4_GEMM_MAX_M"))
     parse_int("LATHE_CUDA_INT4_GEMM_MAX_M", v, 8, 65536, "8 to 65536 rows", &s.int4_gemm_max_m,
               warnings);
+  if (const char* v = env("LATHE_CUDA_MASK_LOOKUP_LATE")) s.mask_lookup_late = !is(v, "0");
+  if (const char* v = env("LATHE_CUDA_MASK_CACHE")) s.mask_cache = !is(v, "0");
+  if (const char* v = env("LATHE_CUDA_SAMPLER_MASKS")) s.sampler_masks = !is(v, "0");
   if (const char* v = env("LATHE_CUDA_INT4_TILE_WARPS")) {
     if (is(v, "4") || is(v, "8"))
       s.int4_tile_warps = std::atoi(v);

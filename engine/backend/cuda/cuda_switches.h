@@ -65,6 +65,17 @@ struct CudaSwitches {
   // it slower (Q4_K_M 333 vs 338 tok/s, Q5_K_M 256 vs 286: the prologue adds to a register-bound
   // kernel's work before its first product).
   bool kquant_norm = false;
+  // Constrained decoding (issue 18), three A/B switches whose defaults took the batch-64 overhead
+  // under 5% (docs/PERFORMANCE.md); all three 0 is the path before them:
+  // LATHE_CUDA_MASK_LOOKUP_LATE=0: a step's masks are looked up (a grammar cache miss walks the
+  // vocabulary) before its forward pass is launched instead of while it runs.
+  bool mask_lookup_late = true;
+  // LATHE_CUDA_MASK_CACHE=0: every step uploads each constrained row's mask words (19 KB a row at
+  // 152k tokens) instead of naming the slot of a device-resident copy (mask_slot_table.h).
+  bool mask_cache = true;
+  // LATHE_CUDA_SAMPLER_MASKS=0: process_logits() writes -inf over each row's masked tokens instead
+  // of sample_tokens() reading the mask with the logits.
+  bool sampler_masks = true;
 
   // "fused=0 lookahead=0" for the switches that differ from the defaults; "defaults" when none.
   std::string describe() const;

@@ -8,17 +8,17 @@ constexpr int kThreads = 256;
 constexpr int32_t kSeenBit = 0x40000000;
 constexpr int32_t kCountMask = kSeenBit - 1;
 
-__global__ void __launch_bounds__(kThreads)
-    process_logits_kernel(float* __restrict__ logits, int64_t vocab,
-                          const DeviceSamplingRow* __restrict__ rows,
-                          const int32_t* __restrict__ banned, const int32_t* __restrict__ history,
-                          const DeviceTokenBias* __restrict__ biases,
-                          const uint32_t* __restrict__ mask_words, int32_t* __restrict__ counts) {
+__global__ void __launch_bounds__(kThreads) process_logits_kernel(
+    float* __restrict__ logits, int64_t vocab, const DeviceSamplingRow* __restrict__ rows,
+    const int32_t* __restrict__ banned, const int32_t* __restrict__ history,
+    const DeviceTokenBias* __restrict__ biases, const uint32_t* __restrict__ step_words,
+    const uint32_t* __restrict__ cache_words, bool apply_masks, int32_t* __restrict__ counts) {
   const DeviceSamplingRow r = rows[blockIdx.x];
   const bool repetition = r.repetition_penalty != 1.0f;
   const bool counted = r.frequency_penalty != 0.0f || r.presence_penalty != 0.0f;
-  if (r.banned_end <= r.banned_begin && r.bias_end <= r.bias_begin && r.mask_begin < 0 &&
-      !repetition && !counted)
+  const bool masked = apply_masks && r.mask_begin >= 0;
+  if (r.banned_end <= r.banned_begin && r.bias_end <= r.bias_begin && !masked && !repetition &&
+      !counted)
     return;
   float* l = logits + static_cast<int64_t>(r.logits_row) * vocab;
   int32_t* cnt = counts + static_cast<int64_t>(blockIdx.x) * vocab;
@@ -33,8 +33,8 @@ __global__ void __launch_bounds__(kThreads)
     if (b.token >= 0 && b.token < vocab) l[b.token] = __fadd_rn(l[b.token], b.bias);
   }
   __syncthreads();
-  if (r.mask_begin >= 0) {
-    const uint32_t* words = mask_words + r.mask_begin;
+  if (masked) {
+    const uint32_t* words = (r.mask_in_cache ? cache_words : step_words) + r.mask_begin;
     for (int64_t t = threadIdx.x; t < vocab; t += kThreads)
       if (((words[t >> 5] >> (t & 31)) & 1u) == 0) l[t] = -INFINITY;
   }
@@ -84,10 +84,11 @@ __global__ void __launch_bounds__(kThreads)
 
 Status process_logits(float* logits, int64_t vocab, const DeviceSamplingRow* rows, int32_t num_rows,
                       const int32_t* banned, const int32_t* history, const DeviceTokenBias* biases,
-                      const uint32_t* mask_words, int32_t* counts, cudaStream_t stream) {
+                      const uint32_t* step_words, const uint32_t* cache_words, bool apply_masks,
+                      int32_t* counts, cudaStream_t stream) {
   if (num_rows <= 0) return Status();
-  process_logits_kernel<<<num_rows, kThreads, 0, stream>>>(logits, vocab, rows, banned, history,
-                                                           biases, mask_words, counts);
+  process_logits_kernel<<<num_rows, kThreads, 0, stream>>>(
+      logits, vocab, rows, banned, history, biases, step_words, cache_words, apply_masks, counts);
   return check_launch("process_logits_kernel");
 }
 

@@ -30,10 +30,19 @@ struct Smem {
   unsigned long long mass_before;
 };
 
-__device__ __forceinline__ float read_logit(const float* l, int64_t i) {
-  const float v = l[i];
-  return isnan(v) ? -INFINITY : v;
-}
+// One row's logits as the sampler reads them: NaN -> -inf (step 0) and, with a mask (constrained
+// decoding), tokens whose bit is clear -> -inf (step 1's mask, applied on read: process_logits()
+// leaves it here, and step 2 keeps -inf, so reading the mask late changes nothing).
+struct RowLogits {
+  const float* l;
+  const uint32_t* mask;  // null: none
+  __device__ __forceinline__ float operator()(int64_t i) const {
+    const float v = l[i];
+    if (isnan(v)) return -INFINITY;
+    if (mask != nullptr && ((mask[i >> 5] >> (i & 31)) & 1u) == 0) return -INFINITY;
+    return v;
+  }
+};
 
 // Larger key = earlier in the order (value descending, id ascending).
 __device__ __forceinline__ unsigned long long order_key(float v, int32_t i) {
@@ -116,12 +125,12 @@ __device__ __forceinline__ int32_t block_argmax(float v, int32_t id, Smem& sm, f
 // Softmax of logits / temperature, recomputed per element on every pass (the row does not fit in
 // shared memory): p_i = float(double(exp(l_i / T - m)) / S).
 struct Probs {
-  const float* l;
+  RowLogits l;
   float temperature;
   float m;
   double sum;
   __device__ __forceinline__ float operator()(int64_t i) const {
-    const float z = __fdiv_rn(read_logit(l, i), temperature);
+    const float z = __fdiv_rn(l(i), temperature);
     const float e = expf(__fsub_rn(z, m));
     return __double2float_rn(static_cast<double>(e) / sum);
   }
@@ -246,14 +255,62 @@ __device__ Cut select_cut(const Probs& probs, int64_t vocab, const Cut& filter, 
   return Cut{p_star, static_cast<int32_t>(vocab), false};
 }
 
-__global__ void __launch_bounds__(kThreads)
-    sample_tokens_kernel(const float* __restrict__ logits, int64_t vocab,
-                         const DeviceSamplingRow* __restrict__ rows,
-                         DeviceSampledToken* __restrict__ out,
-                         DeviceTokenLogprob* __restrict__ top) {
+// Keeps (bv, bi) the larger of itself and (v, i): value descending, lowest id on ties; NaN counts
+// as -inf.
+__device__ __forceinline__ void consider_max(float v, int64_t i, float* bv, int32_t* bi) {
+  v = isnan(v) ? -INFINITY : v;
+  if (v > *bv || (v == *bv && i < *bi)) *bv = v, *bi = static_cast<int32_t>(i);
+}
+
+// This thread's share of the maximum and argmax over a row of nv float4s (the block's threads
+// stride through it), kScanVecs loads in flight; with kMasked, tokens whose bit in `mask` is clear
+// count as -inf (tokens 4v..4v+3 are bits 4(v % 8).. of word v / 8).
+template <bool kMasked>
+__device__ __forceinline__ void scan_max(const float4* __restrict__ l4, int64_t nv,
+                                         const uint32_t* __restrict__ mask, float* bv,
+                                         int32_t* bi) {
+  for (int64_t v0 = threadIdx.x; v0 < nv; v0 += kThreads * kScanVecs) {
+    float4 q[kScanVecs];
+    uint32_t bits[kScanVecs];
+#pragma unroll
+    for (int j = 0; j < kScanVecs; ++j) {
+      const int64_t v = v0 + static_cast<int64_t>(j) * kThreads;
+      if (v < nv) {
+        q[j] = l4[v];
+        if constexpr (kMasked) bits[j] = mask[v >> 3] >> ((v & 7) * 4);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kScanVecs; ++j) {
+      const int64_t v = v0 + static_cast<int64_t>(j) * kThreads;
+      if (v >= nv) break;
+      if constexpr (kMasked) {
+        const uint32_t b = bits[j];
+        consider_max(b & 1u ? q[j].x : -INFINITY, 4 * v, bv, bi);
+        consider_max(b & 2u ? q[j].y : -INFINITY, 4 * v + 1, bv, bi);
+        consider_max(b & 4u ? q[j].z : -INFINITY, 4 * v + 2, bv, bi);
+        consider_max(b & 8u ? q[j].w : -INFINITY, 4 * v + 3, bv, bi);
+      } else {
+        consider_max(q[j].x, 4 * v, bv, bi);
+        consider_max(q[j].y, 4 * v + 1, bv, bi);
+        consider_max(q[j].z, 4 * v + 2, bv, bi);
+        consider_max(q[j].w, 4 * v + 3, bv, bi);
+      }
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kThreads) sample_tokens_kernel(
+    const float* __restrict__ logits, int64_t vocab, const DeviceSamplingRow* __restrict__ rows,
+    const uint32_t* __restrict__ step_words, const uint32_t* __restrict__ cache_words,
+    DeviceSampledToken* __restrict__ out, DeviceTokenLogprob* __restrict__ top) {
   __shared__ Smem sm;
   const DeviceSamplingRow r = rows[blockIdx.x];
   const float* l = logits + static_cast<int64_t>(r.logits_row) * vocab;
+  const uint32_t* words = r.mask_in_cache ? cache_words : step_words;
+  // Block-uniform: every branch on `mask` below is taken alike by all threads.
+  const uint32_t* mask = r.mask_begin >= 0 && words != nullptr ? words + r.mask_begin : nullptr;
+  const RowLogits logit{l, mask};
   const int tid = threadIdx.x;
 
   // Maximum and argmax of the (penalized) logits. The only pass a greedy row makes: with 16-byte
@@ -261,30 +318,14 @@ __global__ void __launch_bounds__(kThreads)
   // keeps one load in flight and dominated the greedy decode step's sampler time).
   float bv = -INFINITY;
   int32_t bi = 0x7fffffff;
-  auto consider = [&](float v, int64_t i) {
-    v = isnan(v) ? -INFINITY : v;
-    if (v > bv || (v == bv && i < bi)) bv = v, bi = static_cast<int32_t>(i);
-  };
   if (vocab % 4 == 0 && reinterpret_cast<uintptr_t>(l) % 16 == 0) {
-    const float4* l4 = reinterpret_cast<const float4*>(l);
-    const int64_t nv = vocab / 4;
-    for (int64_t v0 = tid; v0 < nv; v0 += kThreads * kScanVecs) {
-      float4 q[kScanVecs];
-#pragma unroll
-      for (int j = 0; j < kScanVecs; ++j) {
-        const int64_t v = v0 + static_cast<int64_t>(j) * kThreads;
-        if (v < nv) q[j] = l4[v];
-      }
-#pragma unroll
-      for (int j = 0; j < kScanVecs; ++j) {
-        const int64_t v = v0 + static_cast<int64_t>(j) * kThreads;
-        if (v >= nv) break;
-        consider(q[j].x, 4 * v), consider(q[j].y, 4 * v + 1), consider(q[j].z, 4 * v + 2),
-            consider(q[j].w, 4 * v + 3);
-      }
-    }
+    // A row without a mask takes the loop without the mask's loads and selects.
+    if (mask == nullptr)
+      scan_max<false>(reinterpret_cast<const float4*>(l), vocab / 4, nullptr, &bv, &bi);
+    else
+      scan_max<true>(reinterpret_cast<const float4*>(l), vocab / 4, mask, &bv, &bi);
   } else {
-    for (int64_t i = tid; i < vocab; i += kThreads) consider(l[i], i);
+    for (int64_t i = tid; i < vocab; i += kThreads) consider_max(logit(i), i, &bv, &bi);
   }
   float max_logit;
   const int32_t argmax = block_argmax(bv, bi, sm, &max_logit);
@@ -295,11 +336,10 @@ __global__ void __launch_bounds__(kThreads)
   } else if (r.temperature < 1e-5f) {
     token = argmax;
   } else {
-    Probs probs{l, r.temperature, __fdiv_rn(max_logit, r.temperature), 0.0};
+    Probs probs{logit, r.temperature, __fdiv_rn(max_logit, r.temperature), 0.0};
     double s = 0.0;
     for (int64_t i = tid; i < vocab; i += kThreads)
-      s +=
-          static_cast<double>(expf(__fsub_rn(__fdiv_rn(read_logit(l, i), r.temperature), probs.m)));
+      s += static_cast<double>(expf(__fsub_rn(__fdiv_rn(logit(i), r.temperature), probs.m)));
     probs.sum = block_sum_d(s, sm);
     const float p_max = __double2float_rn(1.0 / probs.sum);  // exp(0) = 1 is the largest e
 
@@ -344,12 +384,11 @@ __global__ void __launch_bounds__(kThreads)
   double s = 0.0;
   if (max_logit != -INFINITY)
     for (int64_t i = tid; i < vocab; i += kThreads)
-      s += exp(static_cast<double>(__fsub_rn(read_logit(l, i), max_logit)));
+      s += exp(static_cast<double>(__fsub_rn(logit(i), max_logit)));
   s = block_sum_d(s, sm);
   const float log_sum = max_logit == -INFINITY ? 0.f : static_cast<float>(log(s));
   auto logprob = [&](int32_t i) {
-    return max_logit == -INFINITY ? -INFINITY
-                                  : __fsub_rn(__fsub_rn(read_logit(l, i), max_logit), log_sum);
+    return max_logit == -INFINITY ? -INFINITY : __fsub_rn(__fsub_rn(logit(i), max_logit), log_sum);
   };
   if (tid == 0) out[blockIdx.x].logprob = logprob(token);
   const int64_t n = min(static_cast<int64_t>(min(r.num_logprobs, kMaxTopLogprobs)), vocab);
@@ -357,7 +396,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t j = 0; j < n; ++j) {
     unsigned long long best = 0;
     for (int64_t i = tid; i < vocab; i += kThreads) {
-      const unsigned long long key = order_key(read_logit(l, i), static_cast<int32_t>(i));
+      const unsigned long long key = order_key(logit(i), static_cast<int32_t>(i));
       if (key < prev && key > best) best = key;
     }
     best = block_max_u(best, sm);
@@ -374,10 +413,11 @@ __global__ void __launch_bounds__(kThreads)
 
 Status sample_tokens(const float* logits, int64_t vocab, const DeviceSamplingRow* rows,
                      int32_t num_rows, DeviceSampledToken* out, DeviceTokenLogprob* top,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, const uint32_t* step_words, const uint32_t* cache_words) {
   if (num_rows <= 0) return Status();
   if (vocab >= 0x7fffffff) return unsupported("sample_tokens: vocabulary too large");
-  sample_tokens_kernel<<<num_rows, kThreads, 0, stream>>>(logits, vocab, rows, out, top);
+  sample_tokens_kernel<<<num_rows, kThreads, 0, stream>>>(logits, vocab, rows, step_words,
+                                                          cache_words, out, top);
   return check_launch("sample_tokens_kernel");
 }
 

@@ -2,6 +2,11 @@
 // process_logits() has already banned and penalized; only token ids and the requested logprobs go
 // back to the host.
 //   0. NaN -> -inf (on read). If every logit is -inf: token 0, logprob -inf.
+//   1 (masks only). A row with an allowed-token mask (mask_begin >= 0) reads tokens whose bit is
+//      clear as -inf, the words in step_words or cache_words as its mask_in_cache says
+//      (sampling_rows.h); null bases: masks are not applied here (process_logits() applied them).
+//      Reading the mask costs the greedy pass one L1-resident word per 32 tokens, where a separate
+//      pass would write -inf over most of the row.
 //   3. greedy (temperature < 1e-5): argmax, lowest id on ties.
 //   4. z = l / T, m = max z, e = exp(z - m), S = sum e (double), p = float(e / S); top_k keeps the
 //      k largest p (ties: lower id first); top_p keeps the smallest prefix of the kept tokens in
@@ -32,6 +37,7 @@ namespace lathe::cuda {
 
 Status sample_tokens(const float* logits, int64_t vocab, const DeviceSamplingRow* rows,
                      int32_t num_rows, DeviceSampledToken* out, DeviceTokenLogprob* top,
-                     cudaStream_t stream);
+                     cudaStream_t stream, const uint32_t* step_words = nullptr,
+                     const uint32_t* cache_words = nullptr);
 
 }  // namespace lathe::cuda

@@ -28,8 +28,11 @@ struct DeviceSamplingRow {
   int32_t history_end = 0;
   int32_t bias_begin = 0;  // logit bias entries: biases[bias_begin, bias_end)
   int32_t bias_end = 0;
-  int32_t mask_begin = -1;  // allowed-token bitmask: words[mask_begin, + ceil(V / 32)); -1: none
-  int32_t reserved = 0;
+  // Allowed-token bitmask (constrained decoding): words[mask_begin, + ceil(V / 32)) of the step's
+  // mask words (mask_in_cache 0) or of the device mask cache (1: mask_begin = slot * ceil(V / 32),
+  // step_executor.h); mask_begin -1: none.
+  int32_t mask_begin = -1;
+  int32_t mask_in_cache = 0;
 };
 static_assert(sizeof(DeviceSamplingRow) == 88, "packed layout shared with the runner");
 

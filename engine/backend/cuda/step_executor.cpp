@@ -12,6 +12,7 @@
 #include "engine/runtime/draft_acceptance.h"
 #include "engine/runtime/next_decode_input.h"
 #include "engine/runtime/sampling_params.h"
+#include "engine/runtime/token_constraint.h"
 
 namespace lathe::cuda {
 namespace {
@@ -82,6 +83,13 @@ Status StepExecutor::allocate(int32_t block_size) {
   LATHE_RETURN_IF_ERROR(ahead_top_host_.allocate(top_bytes, "top logprobs (host)"));
   LATHE_CUDA_TRY(cudaEventCreateWithFlags(&step_done_, cudaEventDisableTiming));
   LATHE_CUDA_TRY(cudaEventCreateWithFlags(&ahead_done_, cudaEventDisableTiming));
+  if (options_.mask_cache) {
+    const int64_t slots = options_.mask_cache_slots > 0 ? options_.mask_cache_slots
+                                                        : std::clamp<int64_t>(4 * rows, 64, 1024);
+    LATHE_RETURN_IF_ERROR(
+        mask_cache_.allocate(slots * 4 * ((v + 31) / 32), "allowed-token mask cache"));
+    mask_slots_ = MaskSlotTable(static_cast<int32_t>(slots));
+  }
   return Status();
 }
 
@@ -170,8 +178,42 @@ Status StepExecutor::run_forward(const ModelInput& in, MaskPacking masks) {
 }
 
 Status StepExecutor::upload_late_sampling(const ModelInput& in, const UploadShape& shape) {
-  return upload_step(in, limits_, shape.pad_to, shape.graph_rows, late_host_, step_dev_, &packed_,
-                     stream_, shape.query_len, MaskPacking::kNow);
+  if (mask_cache_.get() == nullptr)
+    return upload_step(in, limits_, shape.pad_to, shape.graph_rows, late_host_, step_dev_, &packed_,
+                       stream_, shape.query_len, MaskPacking::kNow);
+  // Rows whose mask the cache holds name its slot; a new mask is packed with the step (its first
+  // row reads it there) and copied into the slot it was given, which later rows of this step and
+  // later steps read: the copy is queued before the sampler.
+  mask_slots_.begin_step();
+  row_slots_.assign(in.sampling.size(), -1);
+  mask_uploads_.clear();
+  for (size_t i = 0; i < in.sampling.size(); ++i) {
+    if (!in.sampling[i].is_constrained()) continue;
+    const std::shared_ptr<const TokenMask> mask = row_mask(in.sampling[i]);
+    if (!mask) continue;  // packed: all zero words, nothing allowed
+    const MaskSlotTable::Slot slot = mask_slots_.find_or_assign(mask);
+    if (slot.index < 0) continue;  // every slot is this step's: packed
+    if (slot.fresh)
+      mask_uploads_.emplace_back(i, slot.index);
+    else
+      row_slots_[i] = slot.index;
+  }
+  Status st = upload_step(in, limits_, shape.pad_to, shape.graph_rows, late_host_, step_dev_,
+                          &packed_, stream_, shape.query_len, MaskPacking::kNow, row_slots_);
+  const int64_t row_bytes = 4 * ((limits_.vocab_size + 31) / 32);
+  const DeviceSamplingRow* packed_rows = StepArrays::at(late_host_.get(), packed_.layout).sampling;
+  for (size_t u = 0; u < mask_uploads_.size() && st.is_ok(); ++u) {
+    const auto [row, slot] = mask_uploads_[u];
+    const uint8_t* src =
+        step_dev_.as<uint8_t>() + packed_.mask_offset + 4 * int64_t{packed_rows[row].mask_begin};
+    const cudaError_t err =
+        cudaMemcpyAsync(mask_cache_.as<uint8_t>() + slot * row_bytes, src,
+                        static_cast<size_t>(row_bytes), cudaMemcpyDeviceToDevice, stream_);
+    if (err != cudaSuccess) st = cuda_error(err, "cudaMemcpyAsync(mask into the mask cache)");
+  }
+  // Slots given out above may not hold their masks now: start the cache over.
+  if (!st.is_ok()) mask_slots_.clear();
+  return st;
 }
 
 int32_t StepExecutor::multi_token_query_len(const ModelInput& in) const {
@@ -197,13 +239,18 @@ Status StepExecutor::sample(const PackedStep& p, PinnedBuffer& tokens_host,
       reinterpret_cast<const int32_t*>(step_dev_.as<uint8_t>() + p.history_offset);
   const DeviceTokenBias* biases =
       reinterpret_cast<const DeviceTokenBias*>(step_dev_.as<uint8_t>() + p.bias_offset);
-  const uint32_t* mask_words =
+  const uint32_t* step_words =
       reinterpret_cast<const uint32_t*>(step_dev_.as<uint8_t>() + p.mask_offset);
-  if (p.needs_processing)
+  const uint32_t* cache_words = mask_cache_.as<uint32_t>();
+  // Masks are read by the sampler, or (the switch off) written over the logits before it.
+  const bool masks_in_sampler = options_.sampler_masks;
+  if (p.needs_processing || (p.has_masks && !masks_in_sampler))
     LATHE_RETURN_IF_ERROR(process_logits(logits, vocab, rows, n, banned, history, biases,
-                                         mask_words, counts_.as<int32_t>(), stream_));
-  LATHE_RETURN_IF_ERROR(sample_tokens(logits, vocab, rows, n, sampled_.as<DeviceSampledToken>(),
-                                      top_.as<DeviceTokenLogprob>(), stream_));
+                                         step_words, cache_words, !masks_in_sampler,
+                                         counts_.as<int32_t>(), stream_));
+  LATHE_RETURN_IF_ERROR(sample_tokens(
+      logits, vocab, rows, n, sampled_.as<DeviceSampledToken>(), top_.as<DeviceTokenLogprob>(),
+      stream_, masks_in_sampler ? step_words : nullptr, masks_in_sampler ? cache_words : nullptr));
   if (profiling_) LATHE_RETURN_IF_ERROR(prof_.mark_once(Phase::kSampler, stream_));
   LATHE_CUDA_TRY(cudaMemcpyAsync(tokens_host.get(), sampled_.get(), sizeof(DeviceSampledToken) * n,
                                  cudaMemcpyDeviceToHost, stream_));
@@ -215,6 +262,10 @@ Status StepExecutor::sample(const PackedStep& p, PinnedBuffer& tokens_host,
 }
 
 Result<ModelOutput> StepExecutor::execute(const ModelInput& input) {
+  // The switch off: every mask looked up before anything is launched (a miss delays the launch),
+  // as when the engine looked them up while building the input.
+  if (!options_.mask_lookup_late)
+    for (const SamplingRow& row : input.sampling) (void)row_mask(row);
   LATHE_ASSIGN_OR_RETURN(const bool predicted, take_ahead(input));
   if (!predicted) {
     // Constrained rows: the masks are packed while the GPU runs the forward pass.

@@ -18,15 +18,24 @@
 // next positions, inside blocks they held, which the real steps (or a block's next owner)
 // overwrite before anything reads them.
 //
-// Late-bound sampling rows (constrained decoding): a constrained row's mask (SamplingRow::allowed)
-// follows from the token the step before samples, so a step with constrained rows is packed
+// Late-bound sampling rows (constrained decoding): a constrained row's mask (SamplingRow::allowed,
+// or looked up from its constraint with row_mask(), which the engine leaves to the runner) follows
+// from the token the step before samples, so a step with constrained rows is packed
 // without its masks (MaskPacking::kLater) and its forward pass launched; its sampler is enqueued
 // behind it only once its real rows are known: packed again with them into late_host_, one more
 // copy, then the sampler. For a predicted step that is the next execute(), which takes the real
 // input when the forward passes agree (same_forward) while the predicted forward pass runs; for
-// any other step it is right after the launch, so the host packs the masks while the GPU runs the
-// forward pass. The forward pass of a decode step takes milliseconds, the host's turn tens of
-// microseconds: the sampler is enqueued before the GPU reaches it.
+// any other step it is right after the launch, so the host looks the masks up (a hash hit, or on a
+// grammar cache miss a walk of the vocabulary: about a millisecond at 152k tokens) and packs them
+// while the GPU runs the forward pass. The forward pass of a decode step takes milliseconds, the
+// host's part tens of microseconds: the sampler is enqueued before the GPU reaches it.
+//
+// Masks on the device (constrained decoding): a late-bound step names, per constrained row, the
+// slot of a device-resident copy of its mask (mask_slot_table.h; a grammar revisits its states, so
+// most steps upload no mask at all); a mask not yet held is packed with the step once and copied
+// into a slot behind the upload. The sampler reads each row's mask with its logits
+// (sample_tokens.h), so no pass writes -inf over the masked tokens. At 152k tokens a mask is
+// 19 KB: batch 64 sent 1.2 MB a step before.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -38,6 +47,7 @@
 
 #include "engine/backend/cuda/cuda_model.h"
 #include "engine/backend/cuda/kv_cache.h"
+#include "engine/backend/cuda/mask_slot_table.h"
 #include "engine/backend/cuda/step_inputs.h"
 #include "engine/backend/cuda/step_profiler.h"
 #include "engine/runtime/model_io.h"
@@ -62,6 +72,13 @@ struct StepExecutorOptions {
   int32_t lookahead_max_seqs = 1;  // 0: no lookahead
   int32_t max_sample_rows = 0;     // sampled rows per step (0: max_seqs); drafts add rows
   int32_t graph_query_len = 0;     // > 1: graphs for decode steps of this many tokens per sequence
+  // Constrained decoding (CudaSwitches): masks looked up after the forward pass is launched, held
+  // on the device between steps, applied by the sampler as it reads.
+  bool mask_lookup_late = true;
+  bool mask_cache = true;
+  bool sampler_masks = true;
+  // 0: four times the sampled rows, 64 to 1024 (a grammar caches at most 1024 masks).
+  int32_t mask_cache_slots = 0;
 };
 
 class StepExecutor {
@@ -84,6 +101,7 @@ class StepExecutor {
   const StepTimes& times() const { return times_; }
   int64_t lookahead_hits() const { return lookahead_hits_; }
   int64_t lookahead_misses() const { return lookahead_misses_; }
+  const MaskSlotTable& mask_slots() const { return mask_slots_; }
   void set_profiling(bool on) { profiling_ = on; }
   StepProfiler& profiler() { return prof_; }
   // Decode buckets with a captured graph, by query length (1: one token per sequence).
@@ -116,9 +134,10 @@ class StepExecutor {
   // Packs, copies and runs the forward pass up to the logits. Leaves the packed step in packed_
   // and how it was packed in shape_; with MaskPacking::kLater the rows' masks are not packed.
   Status run_forward(const ModelInput& input, MaskPacking masks = MaskPacking::kNow);
-  // Late-bound sampling rows: packs `in` again as `shape` says, masks included, into late_host_
-  // and copies it behind the forward pass already enqueued (which reads the same values from the
-  // part they share). Leaves the packed step in packed_.
+  // Late-bound sampling rows: packs `in` again as `shape` says, masks included (looked up now, by
+  // slot of the mask cache when it is on), into late_host_ and copies it behind the forward pass
+  // already enqueued (which reads the same values from the part they share), then copies the masks
+  // new to the cache into their slots. Leaves the packed step in packed_.
   Status upload_late_sampling(const ModelInput& in, const UploadShape& shape);
   // The sampler for a packed step, then copies of its tokens (and top logprobs) into the host
   // buffers given.
@@ -146,6 +165,11 @@ class StepExecutor {
   // when execute() starts: the last one was before the sampler of the step it waited for.
   PinnedBuffer late_host_;
   DeviceBuffer counts_, sampled_, top_;
+  // The device mask cache: mask_slots_.num_slots() rows of ceil(V / 32) words (empty when off).
+  DeviceBuffer mask_cache_;
+  MaskSlotTable mask_slots_;
+  std::vector<int32_t> row_slots_;  // per sampled row of the step being packed (MaskSlots)
+  std::vector<std::pair<size_t, int32_t>> mask_uploads_;  // (row, slot): packed, then copied
   PinnedBuffer sampled_host_, top_host_;
   cudaEvent_t step_done_ = nullptr;  // recorded after the current step's copies to the host
 

@@ -1,10 +1,12 @@
 #include "engine/backend/cuda/step_inputs.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 
 #include "engine/core/strings.h"
 #include "engine/runtime/model_input_check.h"
+#include "engine/runtime/token_constraint.h"
 
 namespace lathe::cuda {
 namespace {
@@ -44,15 +46,21 @@ int64_t mask_words(int64_t vocab) {
   return (vocab + 31) / 32;
 }
 
+// Whether pack_step() writes row r's mask words (MaskPacking, MaskSlots).
+bool packs_words(const SamplingRow& row, size_t r, MaskPacking masks, MaskSlots mask_slots) {
+  return row.is_constrained() && masks == MaskPacking::kNow &&
+         (r >= mask_slots.size() || mask_slots[r] < 0);
+}
+
 // 4-byte words of the banned, history, bias and mask tails of `in`'s sampling rows, as pack_step()
 // writes them (without the alignment between sections).
-int64_t tail_tokens(const ModelInput& in, int64_t vocab, MaskPacking masks) {
+int64_t tail_tokens(const ModelInput& in, int64_t vocab, MaskPacking masks, MaskSlots mask_slots) {
   int64_t tail = 0;
   for_each_row(in, [&](size_t r, bool first) {
     const SamplingRow& row = in.sampling[r];
     tail += static_cast<int64_t>(row.banned_tokens.size());
     tail += 2 * static_cast<int64_t>(row.logit_bias.size());
-    if (row.allowed && masks == MaskPacking::kNow) tail += mask_words(vocab);
+    if (packs_words(row, r, masks, mask_slots)) tail += mask_words(vocab);
     if (!has_penalties(row)) return;
     tail += !first && extends_history(in.sampling[r - 1], row)
                 ? 1
@@ -141,12 +149,12 @@ Status check_step(const ModelInput& in, const StepLimits& lim) {
 }
 
 int64_t step_bytes(const ModelInput& in, const StepLimits& lim, int32_t pad_to,
-                   int32_t pad_query_len, MaskPacking masks) {
+                   int32_t pad_query_len, MaskPacking masks, MaskSlots mask_slots) {
   const int32_t s_count = std::max(in.num_seqs(), pad_to);
   const int32_t t_count = in.num_tokens() + (s_count - in.num_seqs()) * pad_query_len;
   int64_t pages = 0;
   for (int32_t len : in.seq_lens) pages += pages_of(len, lim.block_size);
-  const int64_t tail = tail_tokens(in, lim.vocab_size, masks);
+  const int64_t tail = tail_tokens(in, lim.vocab_size, masks, mask_slots);
   const int32_t rows = pad_query_len > 1 ? t_count : row_slots(in, s_count);
   return align16(StepLayout::make(t_count, s_count, rows).fixed_bytes + 4 * pages) +
          align16(4 * tail) + 64;
@@ -154,7 +162,7 @@ int64_t step_bytes(const ModelInput& in, const StepLimits& lim, int32_t pad_to,
 
 Status pack_step(const ModelInput& in, const StepLimits& lim, int32_t pad_to, bool graph_rows,
                  uint8_t* host, int64_t host_capacity, int64_t device_capacity, PackedStep* out,
-                 int32_t pad_query_len, MaskPacking masks) {
+                 int32_t pad_query_len, MaskPacking masks, MaskSlots mask_slots) {
   const int32_t real_s = in.num_seqs(), real_t = in.num_tokens();
   const int32_t q = std::max(1, pad_query_len);
   const int32_t s_count = std::max(real_s, pad_to);
@@ -173,7 +181,15 @@ Status pack_step(const ModelInput& in, const StepLimits& lim, int32_t pad_to, bo
         return invalid_argument(
             strformat("a decode graph of %d tokens per sequence samples all %d of them", q, q));
   }
-  const int64_t need = step_bytes(in, lim, pad_to, q, masks);
+  if (!mask_slots.empty()) {
+    if (mask_slots.size() != in.sampling.size())
+      return invalid_argument(strformat("mask slots for %zu rows, but the step samples %zu",
+                                        mask_slots.size(), in.sampling.size()));
+    for (const int32_t k : mask_slots)
+      if (int64_t{k} * mask_words(lim.vocab_size) > INT32_MAX)
+        return invalid_argument(strformat("mask slot %d is past what a row can address", k));
+  }
+  const int64_t need = step_bytes(in, lim, pad_to, q, masks, mask_slots);
   if (need > host_capacity || need > device_capacity)
     return invalid_argument(
         strformat("step inputs need %lld bytes, more than the %lld the CUDA runner reserved",
@@ -301,15 +317,23 @@ Status pack_step(const ModelInput& in, const StepLimits& lim, int32_t pad_to, bo
     d.bias_begin = bias_used;
     for (const TokenBias& b : r.logit_bias) biases[bias_used++] = DeviceTokenBias{b.token, b.bias};
     d.bias_end = bias_used;
-    if (r.allowed && masks == MaskPacking::kNow) {
+    if (r.is_constrained() && masks == MaskPacking::kNow && !packs_words(r, i, masks, mask_slots)) {
+      // The mask is in the device cache already (or is uploaded there before the sampler runs).
+      d.mask_begin = static_cast<int32_t>(static_cast<int64_t>(mask_slots[i]) * row_words);
+      d.mask_in_cache = 1;
+    } else if (packs_words(r, i, masks, mask_slots)) {
+      // A row's mask is looked up here when the engine left it to the runner (row_mask()).
       // Missing words (a mask shorter than the vocabulary) allow nothing, as on the CPU.
-      const int64_t have = std::min<int64_t>(row_words, static_cast<int64_t>(r.allowed->size()));
-      std::memcpy(words + w_used, r.allowed->data(), sizeof(uint32_t) * have);
+      const std::shared_ptr<const TokenMask> mask = row_mask(r);
+      const int64_t have =
+          mask ? std::min<int64_t>(row_words, static_cast<int64_t>(mask->size())) : 0;
+      if (have > 0) std::memcpy(words + w_used, mask->data(), sizeof(uint32_t) * have);
       std::fill(words + w_used + have, words + w_used + row_words, 0u);
       d.mask_begin = w_used;
       w_used += static_cast<int32_t>(row_words);
     }
-    if (d.bias_end > d.bias_begin || d.mask_begin >= 0) p.needs_processing = true;
+    if (d.bias_end > d.bias_begin) p.needs_processing = true;
+    if (d.mask_begin >= 0) p.has_masks = true;
     if (r.num_logprobs >= 0) p.needs_logprobs = true;
     a.sampling[i] = d;
   });

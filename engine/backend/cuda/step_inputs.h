@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "engine/backend/cuda/sampling_rows.h"
@@ -83,7 +84,8 @@ struct PackedStep {
   int64_t bias_offset = 0;        // bytes from the base: DeviceTokenBias entries
   int64_t mask_offset = 0;        // bytes from the base: allowed-token bitmask words
   int64_t bytes = 0;              // bytes to copy
-  bool needs_processing = false;  // some row has banned tokens, penalties, a bias or a mask
+  bool needs_processing = false;  // some row has banned tokens, penalties or a bias
+  bool has_masks = false;         // some row has an allowed-token mask (packed or in the cache)
   bool needs_logprobs = false;
 };
 
@@ -94,6 +96,12 @@ struct PackedStep {
 // sampling rows).
 enum class MaskPacking { kNow, kLater };
 
+// With MaskPacking::kNow, where each sampled row's mask comes from: mask_slots[i] >= 0, slot k of
+// the device mask cache (mask_begin = k * ceil(V / 32), mask_in_cache 1; no words packed);
+// -1 (or an empty span), its words packed with the step, looked up with row_mask() when the
+// engine left that to the runner.
+using MaskSlots = std::span<const int32_t>;
+
 // check_step: `in` against `limits`: the planned step sizes (tokens, sequences, sampled rows), then
 // check_model_input()
 // (model_input_check.h: ids in range, slots and pages inside the cache, monotonic query_start,
@@ -103,14 +111,16 @@ enum class MaskPacking { kNow, kLater };
 // its bucket; with pad_query_len 1 that is one row per sequence (steps with drafts are refused),
 // with pad_query_len q > 1 every token row of a step whose sequences each carry q tokens, all
 // sampled (a token and its q - 1 drafts). `device_capacity` bounds the bytes. `masks`: see
-// MaskPacking.
+// MaskPacking; `mask_slots`: MaskSlots.
 Status check_step(const ModelInput& in, const StepLimits& limits);
 Status pack_step(const ModelInput& in, const StepLimits& limits, int32_t pad_to, bool graph_rows,
                  uint8_t* host, int64_t host_capacity, int64_t device_capacity, PackedStep* out,
-                 int32_t pad_query_len = 1, MaskPacking masks = MaskPacking::kNow);
+                 int32_t pad_query_len = 1, MaskPacking masks = MaskPacking::kNow,
+                 MaskSlots mask_slots = {});
 
 // Bytes pack_step() needs for `in` (to grow the host buffer first).
 int64_t step_bytes(const ModelInput& in, const StepLimits& limits, int32_t pad_to,
-                   int32_t pad_query_len = 1, MaskPacking masks = MaskPacking::kNow);
+                   int32_t pad_query_len = 1, MaskPacking masks = MaskPacking::kNow,
+                   MaskSlots mask_slots = {});
 
 }  // namespace lathe::cuda

@@ -12,10 +12,11 @@ namespace lathe::cuda {
 
 // Checks `in` against `limits`, grows `host` when the step needs more (after synchronizing
 // `stream`: a copy from it may be in flight), packs (pad_to / graph_rows / pad_query_len as
-// pack_step(), and masks: MaskPacking) and copies the packed bytes to `dev` on `stream`. `packed`
-// describes the result.
+// pack_step(), and masks: MaskPacking, mask_slots: MaskSlots) and copies the packed bytes to `dev`
+// on `stream`. `packed` describes the result.
 Status upload_step(const ModelInput& in, const StepLimits& limits, int32_t pad_to, bool graph_rows,
                    PinnedBuffer& host, DeviceBuffer& dev, PackedStep* packed, cudaStream_t stream,
-                   int32_t pad_query_len = 1, MaskPacking masks = MaskPacking::kNow);
+                   int32_t pad_query_len = 1, MaskPacking masks = MaskPacking::kNow,
+                   MaskSlots mask_slots = {});
 
 }  // namespace lathe::cuda
