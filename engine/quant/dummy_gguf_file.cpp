@@ -148,12 +148,8 @@ Result<DummyGgufFileReport> write_dummy_gguf_file(const ModelConfig& c, const st
   std::vector<GgufTensorSpec> specs;
   for (const GgufPlannedTensor& t : plan) {
     const int64_t nb = t.spec.nbytes();
-    if (nb < 0)
-      return unsupported(
-          strformat("dummy %s GGUF file: %s has rows of %lld, which its type %s cannot hold",
-                    gguf_file_type_name(o.file_type), t.spec.name.c_str(),
-                    static_cast<long long>(t.spec.shape.back()),
-                    std::string(dtype_name(t.spec.dtype)).c_str()));
+    if (nb < 0)  // gguf_tensor_type falls back to a type that fits every row length
+      return internal_error("dummy GGUF file: " + t.spec.name + " does not fit its type");
     report.tensor_bytes += nb;
     if (t.canonical == "token_embd") report.embedding_bytes = nb;
     ++report.type_counts[std::string(dtype_name(t.spec.dtype))];
@@ -161,14 +157,15 @@ Result<DummyGgufFileReport> write_dummy_gguf_file(const ModelConfig& c, const st
   }
   report.file_bytes = gguf_file_size(metadata, specs);
   if (report.file_bytes < 0) return internal_error("the planned dummy GGUF file is inconsistent");
-  LATHE_RETURN_IF_ERROR(check_free_space(path, report.file_bytes));
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec) || std::filesystem::is_regular_file(path, ec))
+    LATHE_RETURN_IF_ERROR(check_free_space(path, report.file_bytes));  // not for /dev/null
 
   LATHE_ASSIGN_OR_RETURN(GgufWriter w, GgufWriter::create(path, metadata, std::move(specs)));
   Status s = write_tensors(w, plan, rope_freqs, o);
   if (s.is_ok()) s = w.finish(o.sync);
-  if (!s.is_ok()) {  // no partial file left behind under the name
-    std::error_code ec;
-    std::filesystem::remove(path, ec);
+  if (!s.is_ok()) {  // no partial file under the name; a device such as /dev/null stays
+    if (std::filesystem::is_regular_file(path, ec)) std::filesystem::remove(path, ec);
     return s;
   }
   return report;

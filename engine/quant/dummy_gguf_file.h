@@ -47,8 +47,8 @@ struct DummyGgufFileReport {
 };
 
 // Writes the file at `path` (replacing it). kResourceExhausted when the disk lacks the space
-// (checked before writing), kUnsupported for a config whose shapes the file type's blocks cannot
-// hold; I/O errors name the file. A failed write removes the partial file.
+// (checked before writing); I/O errors name the file. A failed write removes the partial file (a
+// regular file; /dev/null stays, and takes a file for timing the generation alone).
 Result<DummyGgufFileReport> write_dummy_gguf_file(const ModelConfig& config,
                                                   const std::string& path,
                                                   const DummyGgufFileOptions& options);

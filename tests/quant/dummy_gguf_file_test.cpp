@@ -232,6 +232,9 @@ class DummyGgufFileTest : public QObject {
     QVERIFY(!r.is_ok());
     QVERIFY2(r.status().message().find(out) != std::string::npos, r.status().message().c_str());
     QVERIFY(!fs::exists(out));
+    // A device takes the bytes (timing the generation alone) and stays what it is.
+    LATHE_QVERIFY_RESULT(write("/dev/null", GgufFileType::kQ8_0));
+    QVERIFY(fs::is_character_file("/dev/null"));
   }
 
   void the_tool_writes_a_file_and_refuses_bad_command_lines() {
