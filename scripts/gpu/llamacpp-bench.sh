@@ -22,7 +22,8 @@
 # (tok/s of each, Lathe / llama.cpp, % of roofline); the summary is printed last.
 # Environment: LATHE_GPU_BUNDLE, LATHE_LLAMACPP_BUNDLE (default .devbin/llamacpp.tar.xz), OUT,
 # LATHE_LLAMACPP_TYPES, LATHE_LLAMACPP_DIR, LATHE_LLAMACPP_VOCAB, LATHE_LLAMACPP_ARGS (extra
-# llama-bench arguments),
+# llama-bench arguments), LATHE_LLAMACPP_CONFIG (another model shape: a folder with a config.json
+# whose vocab_size is 128256),
 # LATHE_GPU_BUDGET_S (default 480; about 60-90 s per type).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
@@ -30,7 +31,7 @@ cd "$(dirname "$0")/../.." || exit 2
 gpu_begin 480
 LOG="$OUT/llamacpp-bench.log"
 : > "$LOG"
-CONFIG=benchmarks/configs/llama-3.1-8b
+CONFIG=${LATHE_LLAMACPP_CONFIG:-benchmarks/configs/llama-3.1-8b}
 # Where the files go: /dev/shm when it holds the largest (Q8_0, 8.5 GB) with room to spare (no disk
 # writeback), else /tmp.
 WORK=${LATHE_LLAMACPP_DIR:-/tmp}
@@ -64,11 +65,12 @@ if [ ! -s "$OUT/bounds.txt" ]; then
   timeout 180 "$BIN/lathe_gpu_bounds" > "$OUT/bounds.txt" 2>&1
 fi
 gpu_read_bounds "$OUT/bounds.txt"
+mkdir -p "$WORK"
 log "copy bandwidth ${COPY:-?} GB/s; $(nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,power.limit --format=csv,noheader 2> /dev/null)"
 
 for t in ${LATHE_LLAMACPP_TYPES-q4_k_m q8_0 q4_0}; do
   [ "$(left)" -gt 60 ] || { log "out of time before $t"; break; }
-  f=$WORK/lathe-dummy-8b-$t.gguf
+  f=$WORK/lathe-dummy-$(basename "$CONFIG")-$t.gguf
   log "== $t: writing $f ($(df -h --output=avail "$WORK" | tail -1 | tr -d ' ') free there)"
   timeout 120 "$BIN/lathe_dummy_gguf" --config "$CONFIG" --type "$t" --vocab "$VOCAB" \
     --output "$f" > "$OUT/llamacpp-$t-gguf.txt" 2>&1

@@ -86,7 +86,8 @@ def main():
     def pct(tps, bound):
         return f" = {100 * tps / bound:.1f}% of {bound:.0f}" if bound > 0 else ""
 
-    print(f"batch-1 decode on the same GGUF files (Llama-3.1-8B shape, random weights); "
+    print(f"batch-1 decode on the same GGUF files ({os.path.basename(os.path.normpath(a.config))} "
+          f"shape, random weights); "
           f"copy bandwidth {a.copy_gbps:.0f} GB/s; KV {kv} B/token")
     table = []
     for t in a.types.split():
