@@ -175,9 +175,9 @@ Status FileWriter::write_zeros(size_t n) {
   return Status();
 }
 
-Status FileWriter::close() {
+Status FileWriter::close(bool sync) {
   if (fd_ < 0) return Status();
-  const int rc = ::fsync(fd_);
+  const int rc = sync ? ::fsync(fd_) : 0;
   const std::string err = rc != 0 ? os_error() : "";
   const int crc = ::close(fd_);
   fd_ = -1;

@@ -62,8 +62,9 @@ class FileWriter {
   Status write(const void* data, size_t n);
   Status write_zeros(size_t n);
   uint64_t position() const { return pos_; }
-  // fsync and close; the destructor closes without syncing.
-  Status close();
+  // fsync (unless `sync` is false: scratch files, e.g. benchmark inputs, whose loss in a crash
+  // costs nothing) and close; the destructor closes without syncing.
+  Status close(bool sync = true);
   const std::string& path() const { return path_; }
 
  private:

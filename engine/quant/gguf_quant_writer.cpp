@@ -1,7 +1,5 @@
 #include "engine/quant/gguf_quant_writer.h"
 
-#include <algorithm>
-#include <charconv>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -9,26 +7,14 @@
 #include "engine/core/half.h"
 #include "engine/core/log.h"
 #include "engine/core/strings.h"
-#include "engine/model/tensor_names.h"
 #include "engine/quant/config_export.h"
 #include "engine/quant/ggml_quantize.h"
+#include "engine/quant/gguf_tensor_plan.h"
 #include "engine/quant/gguf_writer.h"
 #include "engine/quant/tokenizer_export.h"
 
 namespace lathe {
 namespace {
-
-constexpr const char* kRopeFreqs = "rope_freqs";
-constexpr uint32_t kQuantizationVersion = 2;  // GGML_QNT_VERSION
-
-// The block index of "blk.N...." names, -1 for others.
-int64_t layer_of(const std::string& name) {
-  if (!starts_with(name, "blk.")) return -1;
-  int64_t layer = -1;
-  const char* b = name.data() + 4;
-  std::from_chars(b, name.data() + name.size(), layer);
-  return layer;
-}
 
 class GgufQuantWriter final : public QuantOutputWriter {
  public:
@@ -38,37 +24,13 @@ class GgufQuantWriter final : public QuantOutputWriter {
   Status plan() {
     const ModelConfig& c = source_.config();
     LATHE_RETURN_IF_ERROR(plan_metadata());
-    struct Entry {
-      std::string canonical, gguf;
-      int64_t layer;
-    };
-    std::vector<Entry> entries;
-    for (const ExpectedTensor& t : expected_tensors(c))
-      entries.push_back({t.name, gguf_name_from_canonical(t.name), layer_of(t.name)});
     rope_freqs_ = gguf_rope_freq_factors(c);
-    if (!rope_freqs_.empty()) entries.push_back({kRopeFreqs, "rope_freqs.weight", -1});
-    // llama.cpp's order (weight_name_comparer): by block (globals first), then by name.
-    std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-      return a.layer != b.layer ? a.layer < b.layer : a.gguf < b.gguf;
-    });
-    for (const Entry& e : entries) {
-      order_.push_back(e.canonical);
-      GgufTensorSpec spec;
-      spec.name = e.gguf;
-      spec.shape = e.canonical == kRopeFreqs
-                       ? std::vector<int64_t>{static_cast<int64_t>(rope_freqs_.size())}
-                       : source_.shape(e.canonical);
-      GgufTensorQuery q;
-      q.name = spec.name;
-      q.n_dims = static_cast<int>(spec.shape.size());
-      q.row_length = spec.shape.back();
-      q.layer = e.layer;
-      q.num_layers = c.num_layers;
-      q.tied_embeddings = c.tie_word_embeddings;
-      q.is_70b = c.num_layers == 80 && c.num_kv_heads < c.num_heads;
-      spec.dtype = gguf_tensor_type(scheme_.gguf, q).value_or(DType::kF32);
-      types_[e.canonical] = spec.dtype;
-      specs_.push_back(spec);
+    for (GgufPlannedTensor& p : plan_gguf_tensors(
+             c, scheme_.gguf, [&](const std::string& n) { return source_.shape(n); },
+             static_cast<int64_t>(rope_freqs_.size()))) {
+      order_.push_back(p.canonical);
+      types_[p.canonical] = p.spec.dtype;
+      specs_.push_back(std::move(p.spec));
     }
     if (gguf_file_size(metadata_, specs_) < 0)
       return internal_error("the planned GGUF file is inconsistent");
@@ -94,7 +56,7 @@ class GgufQuantWriter final : public QuantOutputWriter {
     if (i >= specs_.size() || order_[i] != name)
       return internal_error("GGUF tensor '" + name + "' written out of order");
     const GgufTensorSpec& spec = specs_[i];
-    if (name == kRopeFreqs) data = rope_freqs_;
+    if (name == kGgufRopeFreqs) data = rope_freqs_;
     const ModelConfig& c = source_.config();
     const int64_t cols = spec.shape.back();
     const int64_t rows = cols > 0 ? static_cast<int64_t>(data.size()) / cols : 0;
@@ -151,8 +113,7 @@ class GgufQuantWriter final : public QuantOutputWriter {
       if (g.top_p >= 0) gguf_set(metadata_, "general.sampling.top_p", gguf_f32(g.top_p));
       if (g.top_k >= 0) gguf_set(metadata_, "general.sampling.top_k", gguf_i32(g.top_k));
     }
-    gguf_set(metadata_, "general.quantization_version", gguf_u32(kQuantizationVersion));
-    gguf_set(metadata_, "general.file_type", gguf_u32(static_cast<uint32_t>(scheme_.gguf)));
+    gguf_set_quantization_keys(metadata_, scheme_.gguf);
     return Status();
   }
 

@@ -249,13 +249,29 @@ Result<GgufWriter> GgufWriter::create(const std::string& path, const GgufMetadat
 }
 
 Status GgufWriter::write(const std::string& name, const void* data, size_t n) {
-  if (next_ >= tensors_.size() || tensors_[next_].name != name)
-    return internal_error(file_->path() + ": tensor '" + name + "' written out of order");
-  if (static_cast<int64_t>(n) != tensors_[next_].nbytes())
+  if (next_ < tensors_.size() && tensors_[next_].name == name && written_ != 0)
+    return internal_error(file_->path() + ": tensor '" + name +
+                          "' is partly written: its other parts go through write_part");
+  if (next_ < tensors_.size() && tensors_[next_].name == name &&
+      static_cast<int64_t>(n) != tensors_[next_].nbytes())
     return internal_error(strformat("%s: tensor '%s' has %zu bytes, declared %lld",
                                     file_->path().c_str(), name.c_str(), n,
                                     static_cast<long long>(tensors_[next_].nbytes())));
+  return write_part(name, data, n);
+}
+
+Status GgufWriter::write_part(const std::string& name, const void* data, size_t n) {
+  if (next_ >= tensors_.size() || tensors_[next_].name != name)
+    return internal_error(file_->path() + ": tensor '" + name + "' written out of order");
+  const int64_t total = tensors_[next_].nbytes();
+  if (written_ + static_cast<int64_t>(n) > total)
+    return internal_error(strformat(
+        "%s: tensor '%s' gets %lld bytes, declared %lld", file_->path().c_str(), name.c_str(),
+        static_cast<long long>(written_ + static_cast<int64_t>(n)), static_cast<long long>(total)));
   LATHE_RETURN_IF_ERROR(file_->write(data, n));
+  written_ += static_cast<int64_t>(n);
+  if (written_ < total) return Status();
+  written_ = 0;
   ++next_;
   if (next_ < tensors_.size())
     LATHE_RETURN_IF_ERROR(
@@ -263,11 +279,11 @@ Status GgufWriter::write(const std::string& name, const void* data, size_t n) {
   return Status();
 }
 
-Status GgufWriter::finish() {
+Status GgufWriter::finish(bool sync) {
   if (next_ != tensors_.size())
     return internal_error(strformat("%s: %zu of %zu tensors were written", file_->path().c_str(),
                                     next_, tensors_.size()));
-  return file_->close();
+  return file_->close(sync);
 }
 
 }  // namespace lathe

@@ -57,7 +57,13 @@ class GgufWriter {
 
   // The next declared tensor's bytes (exact size, declared order); padding follows.
   Status write(const std::string& name, const void* data, size_t n);
-  Status finish();
+  // The next declared tensor's bytes in consecutive pieces (streamed tensors): the pieces of one
+  // tensor add up to its exact size; padding follows the last. kInternal for a piece past the
+  // tensor's end or of another tensor before this one is complete.
+  Status write_part(const std::string& name, const void* data, size_t n);
+  // Checks that every declared tensor was written, then closes the file (fsynced unless `sync` is
+  // false: FileWriter::close).
+  Status finish(bool sync = true);
 
  private:
   GgufWriter() = default;
@@ -65,6 +71,7 @@ class GgufWriter {
   std::vector<GgufTensorSpec> tensors_;
   uint64_t alignment_ = 32;
   size_t next_ = 0;
+  int64_t written_ = 0;  // bytes of tensors_[next_] written so far
 };
 
 }  // namespace lathe

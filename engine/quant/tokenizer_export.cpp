@@ -342,6 +342,24 @@ Result<GgufMetadata> gguf_tokenizer_metadata_from_hf(const std::string& folder,
   return m;
 }
 
+Result<GgufMetadata> gguf_tokenizer_metadata_from_gguf(const std::string& path,
+                                                       int64_t vocab_size) {
+  LATHE_ASSIGN_OR_RETURN(std::shared_ptr<const GgufFile> g, GgufFile::open(path));
+  GgufMetadata out;
+  for (const auto& [key, value] : g->metadata())
+    if (starts_with(key, "tokenizer.")) out.emplace_back(key, value);
+  const GgufValue* tokens = gguf_find(out, "tokenizer.ggml.tokens");
+  if (tokens == nullptr || tokens->type != GgufType::kArray)
+    return invalid_argument(path + ": no tokenizer.ggml.tokens: not a GGUF file with a vocabulary");
+  if (tokens->array_size() != vocab_size)
+    return invalid_argument(strformat(
+        "%s: the vocabulary has %lld tokens but the model's embedding has %lld rows; take a "
+        "vocabulary of the model's size",
+        path.c_str(), static_cast<long long>(tokens->array_size()),
+        static_cast<long long>(vocab_size)));
+  return out;
+}
+
 Result<std::vector<std::pair<std::string, std::string>>> hf_tokenizer_files_from_gguf(
     const GgufTokenizerData& d, const std::string& chat_template, int64_t model_max_length) {
   std::vector<std::pair<std::string, std::string>> files;

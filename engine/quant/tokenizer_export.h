@@ -29,6 +29,11 @@ namespace lathe {
 // tokenizer.model).
 Result<GgufMetadata> gguf_tokenizer_metadata_from_hf(const std::string& folder, int64_t vocab_size);
 
+// The tokenizer.* keys of a GGUF file (a model, or one of llama.cpp's vocab-only files), for
+// another GGUF file of a model whose embedding has `vocab_size` rows. kInvalidArgument when the
+// file has no tokenizer.ggml.tokens or another number of tokens than vocab_size.
+Result<GgufMetadata> gguf_tokenizer_metadata_from_gguf(const std::string& path, int64_t vocab_size);
+
 // The files of a Hugging Face tokenizer for GGUF tokenizer data: {file name, contents}.
 // `chat_template` (may be empty) and `model_max_length` go into tokenizer_config.json.
 Result<std::vector<std::pair<std::string, std::string>>> hf_tokenizer_files_from_gguf(

@@ -9,7 +9,8 @@
 # Then on the GPU machine: bash scripts/gpu/run-all.sh   (carry: .devbin)
 #
 # Packed: every test labelled "gpu" in the build's CTest list, lathe_gpu_bounds, lathe_cuda_bench,
-# and the lathe CLI when it builds; in lib/, Lathe's own liblathe_engine.so and the CUDA plugin
+# lathe_dummy_gguf (GGUF files of random weights, scripts/gpu/llamacpp-bench.sh), and the lathe CLI
+# when it builds; in lib/, Lathe's own liblathe_engine.so and the CUDA plugin
 # liblathe_cuda.so side by side (the engine's plugin loader looks next to liblathe_engine.so, so
 # test_engine_gpu and the CLI find it there), and whatever else ldd resolves outside
 # glibc/libstdc++ and the CUDA toolkit (the GPU machine has CUDA 13.0 in /usr/local/cuda/lib64).
@@ -23,7 +24,7 @@ fi
 
 GPU_TESTS=$(cd "$BUILD" && ctest -N -L gpu | sed -n 's/^ *Test *#[0-9]*: *//p')
 echo "pack-devbin: gpu tests: $(echo $GPU_TESTS)"
-cmake --build "$BUILD" --target lathe_cuda lathe_gpu_bounds lathe_cuda_bench -j "${LATHE_BUILD_JOBS:-$(nproc)}"
+cmake --build "$BUILD" --target lathe_cuda lathe_gpu_bounds lathe_cuda_bench lathe_dummy_gguf -j "${LATHE_BUILD_JOBS:-$(nproc)}"
 BUILT_TESTS=""
 for t in $GPU_TESTS; do  # a test that does not build (work in progress elsewhere) is left out, loudly
   if cmake --build "$BUILD" --target "$t" -j "${LATHE_BUILD_JOBS:-$(nproc)}"; then BUILT_TESTS="$BUILT_TESTS $t"; else
@@ -45,7 +46,8 @@ for t in $GPU_TESTS; do
   [ -n "$f" ] || { echo "pack-devbin: test binary $t not found" >&2; exit 1; }
   bins+=("$f")
 done
-bins+=("$BUILD/engine/backend/cuda/lathe_gpu_bounds" "$BUILD/engine/backend/cuda/lathe_cuda_bench")
+bins+=("$BUILD/engine/backend/cuda/lathe_gpu_bounds" "$BUILD/engine/backend/cuda/lathe_cuda_bench"
+  "$BUILD/engine/quant/lathe_dummy_gguf")
 [ "$HAVE_CLI" = 1 ] && bins+=("$BUILD/app/lathe")
 for b in "${bins[@]}"; do strip -o "$STAGE/bin/$(basename "$b")" "$b"; done
 # Lathe's libraries (cmake/LatheLayout.cmake puts both in <build>/lib).

@@ -214,6 +214,34 @@ class QuantWritersTest : public QObject {
     QVERIFY(!GgufWriter::create(path, m, {{"t", DType::kF32, {4}}}).is_ok());
   }
 
+  void gguf_tensors_stream_in_parts() {
+    QTemporaryDir dir;
+    const std::string path = dir.filePath("parts.gguf").toStdString();
+    GgufMetadata m;
+    gguf_set(m, "general.architecture", gguf_string("llama"));
+    const std::vector<GgufTensorSpec> specs = {{"a", DType::kF32, {2, 5}}, {"b", DType::kF32, {3}}};
+    std::vector<float> a(10), b = {7.f, 8.f, 9.f};
+    for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i);
+    Result<GgufWriter> w = GgufWriter::create(path, m, specs);
+    LATHE_QVERIFY_RESULT(w);
+    LATHE_QVERIFY_OK(w->write_part("a", a.data(), 12));
+    // Another tensor, a whole-tensor write, or a piece past the end while "a" is incomplete.
+    QVERIFY(!w->write_part("b", b.data(), 12).is_ok());
+    QVERIFY(!w->write("a", a.data(), 40).is_ok());
+    const Status over = w->write_part("a", a.data() + 3, 32);
+    QVERIFY(!over.is_ok());
+    QVERIFY2(over.message().find("gets 44 bytes, declared 40") != std::string::npos,
+             over.message().c_str());
+    QVERIFY(!w->finish().is_ok());  // "a" is not complete
+    LATHE_QVERIFY_OK(w->write_part("a", a.data() + 3, 28));
+    LATHE_QVERIFY_OK(w->write("b", b.data(), 12));
+    LATHE_QVERIFY_OK(w->finish(false));
+    Result<std::shared_ptr<const GgufFile>> g = GgufFile::open(path);
+    LATHE_QVERIFY_RESULT(g);
+    QVERIFY(std::memcmp((*g)->find_tensor("a")->data, a.data(), 40) == 0);
+    QVERIFY(std::memcmp((*g)->find_tensor("b")->data, b.data(), 12) == 0);
+  }
+
   void atomic_output_appears_only_on_commit() {
     QTemporaryDir dir;
     const std::string out = dir.filePath("model-out").toStdString();
