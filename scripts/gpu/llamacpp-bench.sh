@@ -20,6 +20,10 @@
 # (lathe_gpu_bounds, $OUT/bounds.txt, reused when an earlier script wrote it).
 # Output: $OUT/llamacpp-<type>-{gguf,llama-bench.json,lathe}.txt and $OUT/llamacpp-summary.txt
 # (tok/s of each, Lathe / llama.cpp, % of roofline); the summary is printed last.
+# Two calls when the carry limit cannot hold both bundles: LATHE_LLAMACPP_PHASE=lathe (Lathe's
+# bundle and the vocabulary file LATHE_LLAMACPP_VOCAB only: writes the files, keeps them, runs Lathe),
+# then, on the same machine while it is warm, LATHE_LLAMACPP_PHASE=llama (llama.cpp's bundle only:
+# llama-bench on the kept files, then removes them); the summary is then run where both outputs are.
 # Environment: LATHE_GPU_BUNDLE, LATHE_LLAMACPP_BUNDLE (default .devbin/llamacpp.tar.xz), OUT,
 # LATHE_LLAMACPP_TYPES, LATHE_LLAMACPP_DIR, LATHE_LLAMACPP_VOCAB, LATHE_LLAMACPP_ARGS (extra
 # llama-bench arguments), LATHE_LLAMACPP_CONFIG (another model shape: a folder with a config.json
@@ -40,27 +44,30 @@ if [ -z "${LATHE_LLAMACPP_DIR:-}" ] &&
   WORK=/dev/shm
 fi
 
+PHASE=${LATHE_LLAMACPP_PHASE:-both}
+if [ "$PHASE" != llama ]; then
 gpu_unpack_bundle bin/lathe_dummy_gguf || exit 2
-if [ ! -x "$BIN/lathe_dummy_gguf" ]; then
+fi
+if [ "$PHASE" != llama ] && [ ! -x "$BIN/lathe_dummy_gguf" ]; then
   log "the bundle has no bin/lathe_dummy_gguf: run scripts/gpu/pack-devbin.sh again"
   exit 2
 fi
 LLAMA_BUNDLE=${LATHE_LLAMACPP_BUNDLE:-.devbin/llamacpp.tar.xz}
 LLAMA=/tmp/llamacpp
-if [ ! -f "$LLAMA_BUNDLE" ]; then
+if [ "$PHASE" != lathe ] && [ ! -f "$LLAMA_BUNDLE" ]; then
   log "no $LLAMA_BUNDLE: run scripts/gpu/build-llamacpp-cuda.sh on the development machine and carry .devbin"
   exit 2
 fi
-rm -rf "$LLAMA" && mkdir -p /tmp && xz -dc "$LLAMA_BUNDLE" | tar -C /tmp -xf -
+[ "$PHASE" != lathe ] && rm -rf "$LLAMA" && mkdir -p /tmp && xz -dc "$LLAMA_BUNDLE" | tar -C /tmp -xf -
 LLAMA_ENV=(env "LD_LIBRARY_PATH=$LLAMA/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}")
 log "llama.cpp: $(cat "$LLAMA/VERSION" 2> /dev/null)"
 VOCAB=${LATHE_LLAMACPP_VOCAB:-$LLAMA/models/ggml-vocab-llama-bpe.gguf}
-if [ ! -f "$VOCAB" ]; then
+if [ "$PHASE" != llama ] && [ ! -f "$VOCAB" ]; then
   log "no vocabulary at $VOCAB (set LATHE_LLAMACPP_VOCAB to a GGUF file with Llama 3's 128256 tokens)"
   exit 2
 fi
 
-if [ ! -s "$OUT/bounds.txt" ]; then
+if [ "$PHASE" != llama ] && [ ! -s "$OUT/bounds.txt" ]; then
   log "== lathe_gpu_bounds"
   timeout 180 "$BIN/lathe_gpu_bounds" > "$OUT/bounds.txt" 2>&1
 fi
@@ -71,13 +78,17 @@ log "copy bandwidth ${COPY:-?} GB/s; $(nvidia-smi --query-gpu=name,clocks.sm,clo
 for t in ${LATHE_LLAMACPP_TYPES-q4_k_m q8_0 q4_0}; do
   [ "$(left)" -gt 60 ] || { log "out of time before $t"; break; }
   f=$WORK/lathe-dummy-$(basename "$CONFIG")-$t.gguf
+  if [ "$PHASE" != llama ]; then
   log "== $t: writing $f ($(df -h --output=avail "$WORK" | tail -1 | tr -d ' ') free there)"
   timeout 120 "$BIN/lathe_dummy_gguf" --config "$CONFIG" --type "$t" --vocab "$VOCAB" \
     --output "$f" > "$OUT/llamacpp-$t-gguf.txt" 2>&1
   rc=$?
   log "lathe_dummy_gguf exit $rc: $(tr '\n' ' ' < "$OUT/llamacpp-$t-gguf.txt")"
   [ $rc = 0 ] || { rm -f "$f"; continue; }
+  fi
+  [ -f "$f" ] || { log "no $f (the lathe phase ran on another machine?)"; continue; }
 
+  if [ "$PHASE" != lathe ]; then
   log "== $t: llama-bench"
   # shellcheck disable=SC2086
   timeout $(($(left) > 150 ? 120 : $(left) - 30)) "${LLAMA_ENV[@]}" "$LLAMA/bin/llama-bench" -m "$f" \
@@ -85,8 +96,9 @@ for t in ${LATHE_LLAMACPP_TYPES-q4_k_m q8_0 q4_0}; do
     > "$OUT/llamacpp-$t-llama-bench.json" 2> "$OUT/llamacpp-$t-llama-bench.err"
   log "llama-bench exit $? ($(grep -c '"avg_ts"' "$OUT/llamacpp-$t-llama-bench.json" 2> /dev/null) results)"
   tail -3 "$OUT/llamacpp-$t-llama-bench.err" | tee -a "$LOG"
+  fi
 
-  if [ "$(left)" -gt 40 ]; then
+  if [ "$PHASE" != llama ] && [ "$(left)" -gt 40 ]; then
     log "== $t: lathe_cuda_bench"
     timeout $(($(left) > 170 ? 150 : $(left) - 15)) "$BIN/lathe_cuda_bench" --model "$f" \
       --load-format auto --copy-gbps "${COPY:-0}" --latency 512,128 --decode 1 --context 64,512 \
@@ -94,8 +106,9 @@ for t in ${LATHE_LLAMACPP_TYPES-q4_k_m q8_0 q4_0}; do
     log "lathe_cuda_bench exit $?"
     grep -E '^(weights:|batch-1 decode|decode tok/s|KV cache:)|lathe_cuda_bench:' "$OUT/llamacpp-$t-lathe.txt" | tee -a "$LOG"
   fi
-  rm -f "$f"
+  [ "$PHASE" = lathe ] || rm -f "$f"
 done
+[ "$PHASE" = both ] || exit 0
 
 echo "==== llamacpp-bench summary" | tee -a "$LOG"
 python3 scripts/gpu/llamacpp_summary.py --out "$OUT" --config "$CONFIG" --copy-gbps "${COPY:-0}" \
