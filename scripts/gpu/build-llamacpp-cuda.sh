@@ -55,14 +55,15 @@ mkdir -p "$STUBS"
 ln -sf "$(dirname "$(dirname "$CUDACXX")")/lib64/stubs/libcuda.so" "$STUBS/libcuda.so.1"
 # 90a-real: machine code for the H200 only, with its arch-specific features (llama.cpp's CMake passes
 # CMAKE_CUDA_ARCHITECTURES through; its sources pick the Hopper paths by __CUDA_ARCH__), and no PTX
-# (plain 90a would embed PTX too: 41 MiB packed instead of about half). FA kernels for the f16 cache
+# (plain 90a would embed PTX too: 41 MiB packed instead of 22). FA kernels for the f16 cache
 # only (llama.cpp's default), no CPU-native tuning (the GPU machine's CPU differs).
 nice -n 15 cmake -S "$SRC" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release "${LAUNCHER[@]}" \
   -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a-real -DGGML_NATIVE=OFF -DGGML_CUDA_FA_ALL_QUANTS=OFF \
   -DGGML_CUDA_NCCL=OFF -DGGML_BACKEND_DL=OFF -DBUILD_SHARED_LIBS=ON \
   -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
   -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_TOOLS=ON \
-  -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$STUBS" > "$CACHE/configure.log"
+  -DCMAKE_EXE_LINKER_FLAGS="-Wl,-rpath-link,$STUBS" > "$CACHE/configure.log" 2>&1 ||
+  { tail -30 "$CACHE/configure.log" >&2; echo "build-llamacpp-cuda: configure failed" >&2; exit 1; }
 nice -n 15 cmake --build "$BUILD" --target llama-bench -j "$JOBS"
 
 STAGE=$(mktemp -d)
@@ -81,7 +82,8 @@ done
 # libcuda.so.1 (absent here: "not found" is expected for it alone).
 EXTERNAL=$(env LD_LIBRARY_PATH="$STAGE/llamacpp/lib" ldd "$STAGE/llamacpp/bin/llama-bench" "$STAGE"/llamacpp/lib/*.so* |
   grep -v "^/" | grep -v "$STAGE" | awk '{print $1, $2, $3}' | sort -u)
-echo "build-llamacpp-cuda: libraries from outside the bundle: $(echo "$EXTERNAL" | awk '{print $1}' | tr '\n' ' ')"
+echo "build-llamacpp-cuda: libraries from outside the bundle:" \
+  "$(echo "$EXTERNAL" | awk '{print $1}' | grep -v "^linux-vdso\|^/lib" | sort -u | tr '\n' ' ')"
 if echo "$EXTERNAL" | grep "not found" | grep -qv "^libcuda.so.1 "; then
   echo "build-llamacpp-cuda: unresolved libraries: $(echo "$EXTERNAL" | grep "not found")" >&2
   exit 1
