@@ -292,6 +292,21 @@ class QuantWritersTest : public QObject {
             ErrorCode::kNotFound);
   }
 
+  // A full disk during a write (quantize's files): /dev/full fails every write with ENOSPC, which
+  // is a kResourceExhausted error naming the file and what to do, not an abort or a short file.
+  void a_full_disk_is_an_error_naming_the_file() {
+    if (!fs::exists("/dev/full")) QSKIP("no /dev/full on this system");
+    Result<FileWriter> w = FileWriter::create("/dev/full");
+    LATHE_QVERIFY_RESULT(w);
+    const std::vector<char> bytes(1 << 16, 'x');
+    const Status s = w->write(bytes.data(), bytes.size());
+    QCOMPARE(s.code(), ErrorCode::kResourceExhausted);
+    QVERIFY2(s.message().find("/dev/full") != std::string::npos &&
+                 s.message().find("the disk is full") != std::string::npos,
+             s.message().c_str());
+    QCOMPARE(w->write_zeros(4096).code(), ErrorCode::kResourceExhausted);
+  }
+
   void free_space_is_checked() {
     QTemporaryDir dir;
     const std::string out = dir.filePath("out").toStdString();
