@@ -111,6 +111,18 @@ class CudaKquantPartsTest : public QObject {
         !cuda::quant_kquant_parts_take({shape(DType::kQ4_0, 16, k)}, 16, 1, GemvOutput::kStore));
     QVERIFY(
         !cuda::quant_kquant_parts_take({shape(DType::kQ4_K, 16, 320)}, 16, 1, GemvOutput::kStore));
+    // 4-bit integer rows of group 32, symmetric, f16 scales (GGUF Q4_0 after the upload's repack).
+    cuda::QuantPart i4;
+    i4.format = WeightFormat::kInt;
+    i4.bits = 4;
+    i4.group_size = 32;
+    i4.scale_dtype = DType::kF16;
+    i4.n = 64;
+    i4.k = k;
+    QVERIFY(cuda::quant_kquant_parts_take(stacked({i4, i4}), 128, 1, GemvOutput::kSwiglu));
+    cuda::QuantPart i4g128 = i4;
+    i4g128.group_size = 128;
+    QVERIFY(!cuda::quant_kquant_parts_take({i4g128}, 64, 1, GemvOutput::kStore));
     auto swapped = stacked({q4(32), q4(32)});
     std::swap(swapped[0].row_offset, swapped[1].row_offset);
     QVERIFY(!cuda::quant_kquant_parts_take(swapped, 64, 1, GemvOutput::kStore));

@@ -48,9 +48,11 @@ __host__ __device__ constexpr int64_t kq_row_floats(int64_t k) {
   return k + k / 16;
 }
 
+// Bytes per 256 weights of a row: Q6_K the split slot; kInt4 (4-bit integer rows, group 32,
+// symmetric, f16 scales: GGUF Q4_0 after the upload's repack, gguf_repack.h) the codes only.
 template <int K>
 __host__ __device__ constexpr int kq_block_bytes() {
-  return K == kQ4K ? 144 : K == kQ5K ? 176 : 208;  // Q6_K: the split slot
+  return K == kQ4K ? 144 : K == kQ5K ? 176 : K == kQ6K ? 208 : 128;
 }
 
 // One unit's bytes of one row. Q4_K: c = codes, h = header (d, dmin, 12 scale bytes). Q5_K: as
@@ -77,6 +79,12 @@ __device__ __forceinline__ void kq_load(const uint8_t* blk, const __half* d6, in
     u.e.y = e.y;
     u.c[0] = __ldg(reinterpret_cast<const uint4*>(blk + 48 + 32 * c));
     u.c[1] = __ldg(reinterpret_cast<const uint4*>(blk + 64 + 32 * c));
+  } else if constexpr (K == kInt4) {
+    // Codes of weights 64 c .. 64 c + 63 (word i: weights 8 i .. 8 i + 7, nibble j = weight 8 i +
+    // j) and the two f16 scales of its groups (d6: the unit's first).
+    u.c[0] = __ldg(reinterpret_cast<const uint4*>(blk + 32 * c));
+    u.c[1] = __ldg(reinterpret_cast<const uint4*>(blk + 32 * c + 16));
+    u.dq = __ldg(reinterpret_cast<const unsigned int*>(d6));
   } else {
     const int h = c >> 1, l0 = 16 * (c & 1);
     u.c[0] = __ldg(reinterpret_cast<const uint4*>(blk + 64 * h + l0));
@@ -172,6 +180,37 @@ __device__ __forceinline__ void kq_unit(const KqUnit& u, int unit, const float* 
       const float4 s = *reinterpret_cast<const float4*>(sums + mi * (k / 16) + x0 / 16);
       out[mi] = fmaf(d1[0], acc[0], out[mi]) - off[0] * (s.x + s.y);
       out[mi] = fmaf(d1[1], acc[1], out[mi]) - off[1] * (s.z + s.w);
+    }
+  } else if constexpr (K == kInt4) {
+    // w = d (q - 8): d * sum (128 + q) x - 136 d * S over each 32-weight group s (words 4 s ..
+    // 4 s + 3). A word's low nibbles are weights 8 i + 0, 2, 4, 6, its high ones 8 i + 1, 3, 5, 7.
+    const float d[2] = {kq_f16(u.dq), kq_f16(u.dq >> 16)};
+    const uint32_t cw[8] = {u.c[0].x, u.c[0].y, u.c[0].z, u.c[0].w,
+                            u.c[1].x, u.c[1].y, u.c[1].z, u.c[1].w};
+    const int x0 = 64 * unit;
+#pragma unroll
+    for (int mi = 0; mi < M; ++mi) {
+      const float* xr = xs + mi * rf;
+      float acc[2] = {0.0f, 0.0f};
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const uint32_t lo = cw[i] & 0x0F0F0F0Fu, hi = (cw[i] >> 4) & 0x0F0F0F0Fu;
+        const float4 a = *reinterpret_cast<const float4*>(xr + kq_pad(x0 + 8 * i));
+        const float4 e = *reinterpret_cast<const float4*>(xr + kq_pad(x0 + 8 * i + 4));
+        float t = acc[i / 4];
+        t = fmaf(kq_code(lo, 0), a.x, t);
+        t = fmaf(kq_code(hi, 0), a.y, t);
+        t = fmaf(kq_code(lo, 1), a.z, t);
+        t = fmaf(kq_code(hi, 1), a.w, t);
+        t = fmaf(kq_code(lo, 2), e.x, t);
+        t = fmaf(kq_code(hi, 2), e.y, t);
+        t = fmaf(kq_code(lo, 3), e.z, t);
+        acc[i / 4] = fmaf(kq_code(hi, 3), e.w, t);
+        if (i % 4 == 3) kq_fence();
+      }
+      const float4 s = *reinterpret_cast<const float4*>(sums + mi * (k / 16) + x0 / 16);
+      out[mi] = fmaf(d[0], acc[0], out[mi]) - (136.0f * d[0]) * (s.x + s.y);
+      out[mi] = fmaf(d[1], acc[1], out[mi]) - (136.0f * d[1]) * (s.z + s.w);
     }
   } else {
     // Q6_K half h, positions l0 + l (l < 16) of quarters q = 0..3 (inputs 128 h + 32 q + l0 + l):
@@ -276,7 +315,8 @@ __device__ __forceinline__ void kq_row(const KqLaunch& L, int row, const uint8_t
   const QuantPart& p = L.parts[i];
   const int64_t first = (row - p.row_offset) * (p.k / 256);
   blocks = static_cast<const uint8_t*>(p.data) + first * kq_block_bytes<K>();
-  d6 = static_cast<const __half*>(p.scales) + first;  // Q6_K's d (unused otherwise)
+  // Q6_K's d per 256 weights, kInt4's scales per 32 (unused otherwise).
+  d6 = static_cast<const __half*>(p.scales) + (K == kInt4 ? 8 * first : first);
 }
 
 // The norm input (M = 1): x = rms_norm(residual) * weight rounded to T, as add_rms_norm and the
@@ -353,8 +393,8 @@ __global__ void __launch_bounds__(kKqThreads, M == 1 ? 2 : 1)
     if (unit < units) {
 #pragma unroll
       for (int r = 0; r < kKqRows; ++r)
-        kq_load<K>(ld_blocks[r] + (unit >> 2) * kq_block_bytes<K>(), ld_d6[r] + (unit >> 2),
-                   unit & 3, b[r]);
+        kq_load<K>(ld_blocks[r] + (unit >> 2) * kq_block_bytes<K>(),
+                   ld_d6[r] + (K == kInt4 ? 2 * unit : unit >> 2), unit & 3, b[r]);
     }
     if (++ld_step == steps) ld_step = 0, ld_task += nw;
   };

@@ -179,7 +179,8 @@ Result<quant::KquantPlan> kquant_plan(const std::vector<QuantPart>& parts, int64
   for (const QuantPart& p : parts) {
     const int kind = kind_of(p);
     if (!quant::kquant_takes(kind, p))
-      return unsupported("k-quant kernel: a part that is not q4_k, q5_k or split q6_k");
+      return unsupported(
+          "k-quant kernel: a part that is not q4_k, q5_k, split q6_k or int4 rows of group 32");
     if (p.k != parts[0].k || p.row_offset != row)
       return invalid_argument("k-quant kernel: parts of one k, rows in order");
     kinds.push_back(kind);

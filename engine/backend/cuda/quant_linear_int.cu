@@ -12,6 +12,7 @@ cudaError_t gemv_other(int kind, const QuantPart& p, DType act, const void* x, D
     case kInt4:
       if (!p.one_row_gemv && tiles_kernel_takes(p))
         return launch_gemv_tiles(p, act, x, out_dtype, y, ldy, m, stream);
+      if (kquant_takes(kind, p)) return gemv_kquant(kind, p, act, x, out_dtype, y, ldy, m, stream);
       if (!p.one_row_gemv && rows_kernel_takes<kInt4>(p))
         return launch_gemv_rows<kInt4>(p, act, x, out_dtype, y, ldy, m, stream);
       return launch_gemv<kInt4>(p, act, x, out_dtype, y, ldy, m, stream);

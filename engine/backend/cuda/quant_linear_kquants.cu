@@ -18,6 +18,8 @@ cudaError_t launch_kind(int kind, const KqLaunch& L, DType act, const void* x, i
       return launch_kquants<kQ5K, OUT>(L, act, x, m, stream);
     case kQ6K:
       return launch_kquants<kQ6K, OUT>(L, act, x, m, stream);
+    case kInt4:
+      return launch_kquants<kInt4, OUT>(L, act, x, m, stream);
     default:
       return cudaErrorInvalidValue;
   }
@@ -26,7 +28,14 @@ cudaError_t launch_kind(int kind, const KqLaunch& L, DType act, const void* x, i
 }  // namespace
 
 bool kquant_takes(int kind, const QuantPart& p) {
-  if (kind != kQ4K && kind != kQ5K && kind != kQ6K) return false;
+  if (kind == kInt4) {  // 4-bit integer rows, group 32, symmetric, f16 scales (GGUF Q4_0 repacked)
+    if (p.format != WeightFormat::kInt || p.int4_tiles || p.group_size != 32 ||
+        p.zeros != nullptr || p.g_idx != nullptr || p.scale_dtype != DType::kF16 ||
+        reinterpret_cast<uintptr_t>(p.scales) % 4 != 0)
+      return false;
+  } else if (kind != kQ4K && kind != kQ5K && kind != kQ6K) {
+    return false;
+  }
   if (kind == kQ6K && !p.gguf_q6k_split) return false;
   if (kind == kQ5K && !p.gguf_q5k_units) return false;
   return !p.one_row_gemv && p.k % 256 == 0 && p.k < (int64_t{1} << 30) &&
