@@ -12,7 +12,6 @@
 #include <random>
 
 #include "cuda_test_util.h"
-#include "kquant_test_util.h"
 #include "engine/backend/cpu/cpu_ops.h"
 #include "engine/backend/cuda/cuda_weights.h"
 #include "engine/backend/cuda/gemm.h"
@@ -26,6 +25,7 @@
 #include "engine/model/model_loader.h"
 #include "engine/quant/fp8.h"
 #include "engine/quant/ggml_quantize.h"
+#include "kquant_test_util.h"
 #include "test_support.h"
 
 using namespace lathe;
@@ -346,7 +346,8 @@ class CudaQuantTest : public QObject {
       Dev out = Dev::poisoned(n * k * 2);
       LATHE_QVERIFY_OK(cuda::quant_dequantize(h.part, DType::kBF16, out.get(), 0, n, nullptr));
       LATHE_CUDA_CHECK(cudaDeviceSynchronize());
-      QVERIFY(out.download<uint16_t>(static_cast<size_t>(n * k)) == encode16(DType::kBF16, h.dense));
+      QVERIFY(out.download<uint16_t>(static_cast<size_t>(n * k)) ==
+              encode16(DType::kBF16, h.dense));
     }
     for (int64_t m : {1, 2, 3, 5, 8}) {
       expect_linear({&h}, m, n, 2e-3, QTest::currentDataTag());

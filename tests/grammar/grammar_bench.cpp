@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_schema.h"
 #include "engine/grammar/grammar_constraint.h"
 #include "engine/grammar/json_schema_regex.h"
 #include "engine/model/model_loader.h"
@@ -31,15 +32,6 @@ namespace {
 double ms(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
-
-const char* kSchema = R"({"type": "object", "properties": {
-  "name": {"type": "string", "maxLength": 40},
-  "age": {"type": "integer", "minimum": 0, "maximum": 150},
-  "email": {"type": "string", "format": "email"},
-  "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b", "vip", "new"]}, "maxItems": 4},
-  "address": {"type": "object", "properties": {"city": {"type": "string"}, "zip": {"type": "string", "pattern": "[0-9]{5}"}}, "required": ["city"]},
-  "score": {"type": "number", "minimum": 0, "maximum": 100}},
-  "required": ["name", "age", "tags"]})";
 
 }  // namespace
 
@@ -86,7 +78,8 @@ int main(int argc, char** argv) {
   auto t1 = Clock::now();
   std::printf("model %s, vocabulary %lld tokens (%zu walkable), built in %.1f ms\n", path->c_str(),
               static_cast<long long>(vocab), vocabulary->size(), ms(t0, t1));
-  const std::string regex = json_schema_to_regex(nlohmann::ordered_json::parse(kSchema)).value();
+  const std::string regex =
+      json_schema_to_regex(nlohmann::ordered_json::parse(bench::kPersonSchema)).value();
   const std::vector<TokenId> end = {tok.eos_id()};
 
   std::mt19937 rng(seed);

@@ -26,6 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_schema.h"
 #include "engine/grammar/grammar_constraint.h"
 #include "engine/grammar/json_schema_regex.h"
 #include "engine/model/model_loader.h"
@@ -46,15 +47,6 @@ namespace {
 double us(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::micro>(b - a).count();
 }
-
-const char* kDefaultSchema = R"({"type": "object", "properties": {
-  "name": {"type": "string", "maxLength": 40},
-  "age": {"type": "integer", "minimum": 0, "maximum": 150},
-  "email": {"type": "string", "format": "email"},
-  "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b", "vip", "new"]}, "maxItems": 4},
-  "address": {"type": "object", "properties": {"city": {"type": "string"}, "zip": {"type": "string", "pattern": "[0-9]{5}"}}, "required": ["city"]},
-  "score": {"type": "number", "minimum": 0, "maximum": 100}},
-  "required": ["name", "age", "tags"]})";
 
 uint64_t mix(uint64_t h) {
   h ^= h >> 33;
@@ -308,7 +300,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--batch, --prompt-len, --iters must be >= 1 and --output-len >= 2\n");
     return 2;
   }
-  std::string schema = kDefaultSchema;
+  std::string schema = bench::kPersonSchema;
   if (!schema_file.empty()) {
     std::ifstream f(schema_file, std::ios::binary);
     if (!f) {
