@@ -31,7 +31,8 @@ void add_engine_flags(CLI::App& cmd, EngineFlags& f, bool with_model_option) {
                  "quantize a 16-bit checkpoint's layer weights at load, round-to-nearest (vLLM's "
                  "--quantization): fp8 (e4m3, per-tensor scales), int8 (per-channel), int4 "
                  "(g128); with --load-format dummy also random weights in GGUF block types "
-                 "(the CUDA backend): q4_k_m, q4_k, q4_0, q8_0, q5_k_m, q6_k");
+                 "(the CUDA backend): q4_k_m, q4_k, q4_0, q8_0, q5_k_m, q6_k, q4_1, q5_0, q5_1, q2_k, "
+                 "q3_k");
   cmd.add_option(
       "--kv-cache-memory", f.kv_cache_memory,
       "memory for the KV cache, e.g. 512MiB or 2GiB (default: CPU min(1 GiB, 25% of RAM); GPU "

@@ -13,11 +13,21 @@ struct Named {
   const char* name;
   GgufFileType file_type;
   bool uniform;
+  DType base;
 };
+// The uniform ones take the LM head from Q4_K_M's rules (q6_k).
 constexpr Named kNames[] = {
-    {"q4_k_m", GgufFileType::kQ4_K_M, false}, {"q4_k", GgufFileType::kQ4_K_M, true},
-    {"q4_0", GgufFileType::kQ4_0, false},     {"q8_0", GgufFileType::kQ8_0, false},
-    {"q5_k_m", GgufFileType::kQ5_K_M, false}, {"q6_k", GgufFileType::kQ6_K, false},
+    {"q4_k_m", GgufFileType::kQ4_K_M, false, DType::kQ4_K},
+    {"q4_k", GgufFileType::kQ4_K_M, true, DType::kQ4_K},
+    {"q4_0", GgufFileType::kQ4_0, false, DType::kQ4_0},
+    {"q8_0", GgufFileType::kQ8_0, false, DType::kQ8_0},
+    {"q5_k_m", GgufFileType::kQ5_K_M, false, DType::kQ5_K},
+    {"q6_k", GgufFileType::kQ6_K, false, DType::kQ6_K},
+    {"q4_1", GgufFileType::kQ4_K_M, true, DType::kQ4_1},
+    {"q5_0", GgufFileType::kQ4_K_M, true, DType::kQ5_0},
+    {"q5_1", GgufFileType::kQ4_K_M, true, DType::kQ5_1},
+    {"q2_k", GgufFileType::kQ4_K_M, true, DType::kQ2_K},
+    {"q3_k", GgufFileType::kQ4_K_M, true, DType::kQ3_K},
 };
 
 // The 16-bit dummy's standard deviation (cpu::make_random_matrix), which the blocks reproduce.
@@ -50,7 +60,7 @@ std::string dummy_gguf_names() {
 
 std::optional<DummyGguf> parse_dummy_gguf(std::string_view s) {
   for (const Named& n : kNames)
-    if (s == n.name) return DummyGguf{n.name, n.file_type, n.uniform};
+    if (s == n.name) return DummyGguf{n.name, n.file_type, n.uniform, n.base};
   return std::nullopt;
 }
 
@@ -59,6 +69,11 @@ Status parse_quantization_option(std::string_view value, bool dummy, OnlineQuant
   const std::string v(value);
   if (v != online_quant_name(OnlineQuant::kNone) && parse_online_quant(value, online)) return {};
   if (std::optional<DummyGguf> g = parse_dummy_gguf(value)) {
+    if (!dummy && g->uniform && g->base != gguf_file_type_base(g->file_type))
+      return invalid_argument("--quantization " + v +
+                              " gives random weights in GGUF block types and needs --load-format "
+                              "dummy; to run a model in " +
+                              v + ", load a GGUF file of that type");
     if (!dummy)
       return invalid_argument(
           "--quantization " + v +
@@ -84,7 +99,7 @@ Result<DType> dummy_gguf_type(const DummyGguf& g, const ModelConfig& c, std::str
                                               static_cast<int>(tensor.size()), tensor.data());
   std::optional<DType> t;
   if (g.uniform && !output) {
-    t = gguf_file_type_base(g.file_type);
+    t = g.base;
     if (row_length % dtype_info(*t).block_size != 0) t = DType::kF16;
   } else {
     GgufTensorQuery q;
@@ -114,6 +129,35 @@ Result<GgufDummyBlock> gguf_dummy_block(DType t) {
     case DType::kQ4_0:  // f16 d; nibbles: x = d * (q - 8)
       b.len = 2;
       put_f16(&b, 0, kStd / rms_of_codes(16, 8.0));
+      break;
+    case DType::kQ4_1: {  // f16 d, m; nibbles: x = d * q + m
+      const double d = kStd / std_of_codes(16);
+      b.len = 4;
+      put_f16(&b, 0, d);
+      put_f16(&b, 2, -7.5 * d);
+      break;
+    }
+    case DType::kQ2_K: {
+      // u8 scales[16] (scale | min << 4, all 1); qs; f16 d, dmin at 80: x = d * q - dmin.
+      const double d = kStd / std_of_codes(4);
+      b.len = 16;
+      for (int i = 0; i < 16; ++i) b.bytes[static_cast<size_t>(i)] = 0x11;
+      b.more.offset = 80;
+      b.more.len = 4;
+      const uint16_t dh = f32_to_f16(static_cast<float>(d)),
+                     mh = f32_to_f16(static_cast<float>(1.5 * d));
+      std::memcpy(b.more.bytes.data(), &dh, 2);
+      std::memcpy(b.more.bytes.data() + 2, &mh, 2);
+      break;
+    }
+    case DType::kQ3_K:
+      // hmask; qs; 12 bytes of 6-bit scales at 96, f16 d at 108: every scale 33 (low nibbles 1:
+      // bytes 0..7 = 0x11; high bits 2: bytes 8..11 = 0xAA), so x = d * (q3 - 4), q3 in [0, 8).
+      b.offset = 96;
+      b.len = 14;
+      for (int i = 0; i < 8; ++i) b.bytes[static_cast<size_t>(i)] = 0x11;
+      for (int i = 8; i < 12; ++i) b.bytes[static_cast<size_t>(i)] = 0xAA;
+      put_f16(&b, 12, kStd / rms_of_codes(8, 4.0));
       break;
     case DType::kQ5_0:  // f16 d; qh; qs: x = d * (q5 - 16)
       b.len = 2;

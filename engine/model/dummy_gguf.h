@@ -10,6 +10,8 @@
 //   q5_k_m  the same with q5_k
 //   q4_0, q8_0, q6_k  every projection in that type; the LM head q6_k (q8_0 for q8_0)
 //   q4_k    every layer projection q4_k (no q6_k layers), the LM head q6_k: the q4_k kernel alone
+//   q4_1, q5_0, q5_1, q2_k, q3_k  every layer projection in that type, the LM head q6_k (block types
+//           no Lathe-written file type uses: each one's kernel alone, as q4_k)
 // The embedding stays 16-bit (the CUDA backend dequantizes a file's at upload too); a tied model
 // reads its 16-bit embedding as the LM head, as it does for a tied GGUF file.
 //
@@ -36,12 +38,13 @@ namespace lathe {
 struct DummyGguf {
   std::string name;  // the --quantization value ("q4_k_m"); empty: not a GGUF dummy
   GgufFileType file_type = GgufFileType::kQ4_K_M;  // whose rules type the LM head (and layers)
-  bool uniform = false;  // "q4_k": every layer projection in the file type's base type
+  bool uniform = false;  // "q4_k": every layer projection in one type (`base`)
+  DType base = DType::kQ4_K;  // uniform: the layer projections' type
 
   bool active() const { return !name.empty(); }
 };
 
-// "q4_k_m, q4_k, q4_0, q8_0, q5_k_m, q6_k"
+// "q4_k_m, q4_k, q4_0, q8_0, q5_k_m, q6_k, q4_1, q5_0, q5_1, q2_k, q3_k"
 std::string dummy_gguf_names();
 // One of dummy_gguf_names() (lower case); nullopt otherwise.
 std::optional<DummyGguf> parse_dummy_gguf(std::string_view s);
@@ -66,9 +69,13 @@ struct GgufDummyBlock {
   int32_t offset = 0;
   int32_t len = 0;
   std::array<uint8_t, 20> bytes{};
+  struct Run {
+    int32_t offset = 0, len = 0;
+    std::array<uint8_t, 4> bytes{};
+  } more;  // len 0: none
 };
-// For q8_0, q4_0, q5_0, q5_1, q4_k, q5_k and q6_k (the types dummy_gguf_type gives);
-// kUnsupported for others.
+// For q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k and q6_k (the types dummy_gguf_type
+// gives); kUnsupported for others. Q2_K's constant bytes are two runs: `more` holds the second.
 Result<GgufDummyBlock> gguf_dummy_block(DType t);
 
 }  // namespace lathe

@@ -60,7 +60,11 @@ void fill_blocks(const Filler& f, uint64_t key, int64_t first, int64_t n, uint8_
   if (f.block.has_value()) {
     random_bytes(key, first * bb, (first + n) * bb, dst);
     const GgufDummyBlock& b = *f.block;
-    for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * bb + b.offset, b.bytes.data(), b.len);
+    for (int64_t i = 0; i < n; ++i) {
+      std::memcpy(dst + i * bb + b.offset, b.bytes.data(), b.len);
+      if (b.more.len > 0)
+        std::memcpy(dst + i * bb + b.more.offset, b.more.bytes.data(), b.more.len);
+    }
   } else if (f.dtype == DType::kF16) {
     // Uniform on [-a, a] with a = sqrt(3) * std.
     const double a = std::sqrt(3.0) * kStd;

@@ -12,7 +12,9 @@
 # against their rooflines.
 # Environment: LATHE_GPU_BUNDLE, OUT (output folder), LATHE_QUANT_FORMATS (default "none fp8 int8
 # int4"; empty to skip), LATHE_QUANT_70B (default "int4 fp8"; empty to skip), LATHE_QUANT_GGUF
-# (default empty, e.g. "q4_k_m q8_0 q4_0": 6-7 s each in run 55), LATHE_QUANT_AB
+# (default empty, e.g. "q4_k_m q8_0 q4_0": 6-7 s each in run 55; the dummies are engine/model/dummy_gguf.h's:
+# q4_k_m q4_k q4_0 q8_0 q5_k_m q6_k q4_1 q5_0 q5_1 q2_k q3_k), LATHE_QUANT_GGUF_AB (non-empty: each GGUF type
+# also with its blocks as in the file, LATHE_CUDA_GGUF_REPACK=0, in the same call), LATHE_QUANT_AB
 # (default 1; empty: no same-run A/B of the previous kernels), LATHE_GPU_BUDGET_S (default 300).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -83,6 +85,15 @@ for q in ${LATHE_QUANT_GGUF-}; do
     > "$OUT/quant-8b-$q.txt" 2>&1
   log "exit $? after $(( SECONDS - start )) s"
   summarize "8B $q ($(( SECONDS - start )) s)" "8B $q" "$OUT/quant-8b-$q.txt"
+  # Same-run A/B: every GGUF part in its file blocks (no repack, split or unit layout: the one-row
+  # GGUF kernel for the types the k-quant kernel reads from those layouts).
+  if [ -n "${LATHE_QUANT_GGUF_AB-}" ] && [ "$(left)" -gt 50 ]; then
+    LATHE_CUDA_GGUF_REPACK=0 timeout 90 "$BIN/lathe_cuda_bench" \
+      --model benchmarks/configs/llama-3.1-8b --copy-gbps "${COPY:-0}" --gemm-tflops "${GEMM:-0}" \
+      --quantization "$q" --latency 512,128 --decode 1,8 --skip prefill,profile,throughput \
+      > "$OUT/quant-8b-$q-blocks.txt" 2>&1
+    while IFS= read -r line; do SUMMARY+=("  file blocks (LATHE_CUDA_GGUF_REPACK=0): $line"); done < <(grep -E '^(batch-1 decode|decode tok/s)' "$OUT/quant-8b-$q-blocks.txt")
+  fi
 done
 
 for q in ${LATHE_QUANT_70B-int4 fp8}; do

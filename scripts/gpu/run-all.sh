@@ -254,12 +254,18 @@ if [[ " $SKIP " != *" sanitizer "* ]] && command -v compute-sanitizer > /dev/nul
   if [ -x "$BIN/test_cuda_quant" ] && [ "$(left)" -gt 30 ]; then
     timeout $(( $(left) > 30 ? $(left) - 10 : 20 )) compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_cuda_quant" \
       mixed_parts_and_slabs_match_cpu "integer_codes_match_cpu:int4 g32 asym act-order" "fp8_matches_cpu:block 128" \
-      "low_bit_k_quants_match_cpu:q2_k n 5 k 256" "low_bit_k_quants_match_cpu:q3_k n 33 k 768" \
       "int4_gemm_matches_cpu:n272 k2048 g64 sym: a partial block, splits" \
-      "int4_gemm_matches_cpu:n48 k448 g64 asym: 7 chunks" \
-      "kquant_kernel_matches_cpu:q5_k n=33 k=2304 random bytes" \
-      "kquant_kernel_matches_cpu:q6_k n=77 k=256 random bytes" > "$OUT/memcheck-quant.txt" 2>&1
+      "int4_gemm_matches_cpu:n48 k448 g64 asym: 7 chunks" > "$OUT/memcheck-quant.txt" 2>&1
     rc3=$?
+    if [ -x "$BIN/test_cuda_gguf_quant" ] && [ "$(left)" -gt 30 ]; then
+      timeout $(( $(left) > 30 ? $(left) - 10 : 20 )) compute-sanitizer --tool memcheck --error-exitcode 9 "$BIN/test_cuda_gguf_quant" \
+        "low_bit_k_quants_match_cpu:q2_k n 5 k 256" "low_bit_k_quants_match_cpu:q3_k n 33 k 768" \
+        "kquant_kernel_matches_cpu:q5_k n=33 k=2304 random bytes" \
+        "kquant_kernel_matches_cpu:q6_k n=77 k=256 random bytes" \
+        "kquant_kernel_matches_cpu:q3_k n=33 k=2304 random bytes" \
+        "kquant_kernel_matches_cpu:q5_1 n=45 k=576 random bytes" > "$OUT/memcheck-gguf-quant.txt" 2>&1
+      rc3=$(( rc3 | $? ))
+    fi
     if [ -x "$BIN/test_cuda_kquant_parts" ] && [ "$(left)" -gt 30 ]; then
       timeout $(( $(left) > 30 ? $(left) - 10 : 20 )) compute-sanitizer --tool memcheck --error-exitcode 9 \
         "$BIN/test_cuda_kquant_parts" fused_outputs_match_unfused norm_input_matches_unfused > "$OUT/memcheck-kquant-parts.txt" 2>&1

@@ -32,6 +32,11 @@ cuda::QuantPart shape(DType type, int64_t n, int64_t k, bool split = true) {
   p.k = k;
   p.gguf_q6k_split = type == DType::kQ6_K && split;
   p.gguf_q5k_units = type == DType::kQ5_K && split;
+  // Q4_1 / Q5_0 / Q5_1 / Q2_K / Q3_K: the unit layout (gguf_units.h), an aux array to point at.
+  alignas(16) static uint8_t aux[16];
+  p.gguf_units = split && (type == DType::kQ4_1 || type == DType::kQ5_0 || type == DType::kQ5_1 ||
+                           type == DType::kQ2_K || type == DType::kQ3_K);
+  p.gguf_aux = p.gguf_units ? aux : nullptr;
   return p;
 }
 
@@ -123,6 +128,25 @@ class CudaKquantPartsTest : public QObject {
     cuda::QuantPart i4g128 = i4;
     i4g128.group_size = 128;
     QVERIFY(!cuda::quant_kquant_parts_take({i4g128}, 64, 1, GemvOutput::kStore));
+    // The unit layout's kinds: stores of mixed kinds, epilogues on one kind; not in file blocks.
+    for (DType t : {DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ2_K, DType::kQ3_K}) {
+      const QString what = dtype_name(t).data();
+      QVERIFY2(cuda::quant_kquant_parts_take(stacked({shape(t, 64, k), q6(32)}), 96, 8,
+                                             GemvOutput::kStore),
+               qPrintable(what));
+      QVERIFY2(cuda::quant_kquant_parts_take(stacked({shape(t, 64, k), shape(t, 64, k)}), 128, 1,
+                                             GemvOutput::kSwiglu),
+               qPrintable(what));
+      QVERIFY2(!cuda::quant_kquant_parts_take({shape(t, 16, k, false)}, 16, 1, GemvOutput::kStore),
+               qPrintable(what));
+    }
+    // More runs of kinds than a plan holds (6 launches): not taken (one launch per part instead).
+    auto runs = stacked({q4(16), q6(16), shape(DType::kQ5_K, 16, k), shape(DType::kQ3_K, 16, k),
+                         shape(DType::kQ2_K, 16, k), shape(DType::kQ4_1, 16, k),
+                         shape(DType::kQ5_0, 16, k)});
+    QVERIFY(!cuda::quant_kquant_parts_take(runs, 112, 1, GemvOutput::kStore));
+    runs.pop_back();
+    QVERIFY(cuda::quant_kquant_parts_take(runs, 96, 1, GemvOutput::kStore));
     auto swapped = stacked({q4(32), q4(32)});
     std::swap(swapped[0].row_offset, swapped[1].row_offset);
     QVERIFY(!cuda::quant_kquant_parts_take(swapped, 64, 1, GemvOutput::kStore));
@@ -140,24 +164,38 @@ class CudaKquantPartsTest : public QObject {
       const QString what = QString("dtype=%1").arg(static_cast<int>(t));
       // Stores of several parts of mixed kinds (odd row counts: a task's second row in the next
       // part), f32 and the activation type, batches 1-8.
-      Projection mixed = projection(
-          {{DType::kQ4_K, 33}, {DType::kQ4_K, 16}, {DType::kQ6_K, 17}, {DType::kQ5_K, 9}}, k, 1);
-      for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{5}, int64_t{8}}) {
-        Dev d_x = Dev::from(encode16(t, random_floats(m * k, 40 + static_cast<uint32_t>(m))));
-        for (DType out : {DType::kF32, t}) {
-          const int64_t n = mixed.w.n, bytes = out == DType::kF32 ? 4 : 2;
-          Dev y_ref = Dev::poisoned(m * n * bytes), y = Dev::poisoned(m * n * bytes);
-          LATHE_QVERIFY_OK(per_part(mixed.w, t, d_x.get(), out, y_ref.get(), m, st));
-          LATHE_QVERIFY_OK(disp.run(mixed.w, out, d_x.get(), y.get(), m, st));
-          LATHE_CUDA_CHECK(cudaStreamSynchronize(st));
-          QVERIFY2(y.download<uint8_t>(m * n * bytes) == y_ref.download<uint8_t>(m * n * bytes),
-                   qPrintable(what + QString(" store m=%1").arg(m)));
+      // Two projections: 6 runs of kinds (the most a plan holds) and the 32-weight kinds.
+      Projection mixes[] = {
+          projection({{DType::kQ4_K, 33},
+                      {DType::kQ4_K, 16},
+                      {DType::kQ6_K, 17},
+                      {DType::kQ5_K, 9},
+                      {DType::kQ3_K, 7},
+                      {DType::kQ2_K, 8},
+                      {DType::kQ4_1, 5}},
+                     k, 1),
+          projection({{DType::kQ5_0, 3}, {DType::kQ5_1, 6}, {DType::kQ4_1, 5}}, k, 61)};
+      for (const Projection& mixed : mixes) {
+        QVERIFY(
+            cuda::quant_kquant_parts_take(mixed.w.parts, mixed.w.n, 8, cuda::GemvOutput::kStore));
+        for (int64_t m : {int64_t{1}, int64_t{2}, int64_t{5}, int64_t{8}}) {
+          Dev d_x = Dev::from(encode16(t, random_floats(m * k, 40 + static_cast<uint32_t>(m))));
+          for (DType out : {DType::kF32, t}) {
+            const int64_t n = mixed.w.n, bytes = out == DType::kF32 ? 4 : 2;
+            Dev y_ref = Dev::poisoned(m * n * bytes), y = Dev::poisoned(m * n * bytes);
+            LATHE_QVERIFY_OK(per_part(mixed.w, t, d_x.get(), out, y_ref.get(), m, st));
+            LATHE_QVERIFY_OK(disp.run(mixed.w, out, d_x.get(), y.get(), m, st));
+            LATHE_CUDA_CHECK(cudaStreamSynchronize(st));
+            QVERIFY2(y.download<uint8_t>(m * n * bytes) == y_ref.download<uint8_t>(m * n * bytes),
+                     qPrintable(what + QString(" store m=%1").arg(m)));
+          }
         }
       }
       const int64_t m = 1;
       Dev d_x = Dev::from(encode16(t, random_floats(k, 50)));
       // SwiGLU on two parts and on one, in each kind.
-      for (DType kind : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+      for (DType kind : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ4_1, DType::kQ5_0,
+                         DType::kQ5_1, DType::kQ2_K, DType::kQ3_K}) {
         for (int variant = 0; variant < 2; ++variant) {
           Projection gu = variant == 0 ? projection({{kind, inter}, {kind, inter}}, k, 3)
                                        : projection({{kind, 2 * inter}}, k, 5);

@@ -1,7 +1,7 @@
-// GGUF k-quant parts for the CUDA tests (cuda_quant_test.cpp, cuda_kquant_parts_test.cpp): random
-// Q4_K / Q5_K / Q6_K blocks, and their device part as the upload stores it (Q4_K blocks as they
-// are, Q5_K's high bits in unit order, Q6_K split into 208-byte slots and its d array,
-// gguf_repack.h).
+// GGUF parts for the k-quant kernel's CUDA tests (cuda_gguf_quant_test.cpp,
+// cuda_kquant_parts_test.cpp): random blocks, and their device part as the upload stores it (Q4_K
+// blocks as they are, Q5_K's high bits in unit order, Q6_K split into 208-byte slots and its d
+// array, gguf_repack.h; Q4_1 / Q5_0 / Q5_1 / Q2_K / Q3_K in the unit layout, gguf_units.h).
 #pragma once
 
 #include <QtGlobal>
@@ -12,6 +12,7 @@
 
 #include "cuda_test_util.h"
 #include "engine/backend/cuda/gguf_repack.h"
+#include "engine/backend/cuda/gguf_units.h"
 #include "engine/backend/cuda/quant_linear.h"
 #include "engine/core/half.h"
 #include "engine/model/layer_weights.h"
@@ -19,16 +20,20 @@
 
 namespace lathe::test {
 
-// Blocks of random bytes (every code, sub-block scale, min and high-bit pattern; Q6_K's int8 scales
-// of both signs) with finite positive f16 super-block scales d (and dmin) in [0.002, 0.02).
+// Blocks of random bytes (every code, sub-block scale, min and high-bit pattern; Q6_K's and Q3_K's
+// scales of both signs) with finite positive f16 block scales d (and dmin / m) in [0.002, 0.02):
+// Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, Q4_1, Q5_0, Q5_1.
 inline std::vector<uint8_t> random_kquant_blocks(DType type, int64_t n, int64_t k, uint32_t seed) {
   const int64_t bb = dtype_info(type).block_bytes;
-  std::vector<uint8_t> blocks(static_cast<size_t>(n * k / 256 * bb));
+  std::vector<uint8_t> blocks(static_cast<size_t>(n * k / dtype_info(type).block_size * bb));
   std::mt19937 rng(seed);
   for (uint8_t& b : blocks) b = static_cast<uint8_t>(rng() & 0xFF);
   std::uniform_real_distribution<float> scale(0.002f, 0.02f);
-  const std::vector<int64_t> at =
-      type == DType::kQ6_K ? std::vector<int64_t>{208} : std::vector<int64_t>{0, 2};
+  std::vector<int64_t> at = {0, 2};  // Q4_K, Q5_K, Q4_1, Q5_1: d, dmin / m
+  if (type == DType::kQ6_K) at = {208};
+  if (type == DType::kQ2_K) at = {80, 82};
+  if (type == DType::kQ3_K) at = {108};
+  if (type == DType::kQ5_0) at = {0};
   for (size_t b = 0; b < blocks.size(); b += static_cast<size_t>(bb))
     for (int64_t off : at) {
       const uint16_t h = f32_to_f16(scale(rng));
@@ -51,6 +56,20 @@ inline KquantDevicePart kquant_device_part(DType type, const std::vector<uint8_t
   p.n = n;
   p.k = k;
   const WeightMatrix m = plain_matrix("blk.0.ffn_down", make_view(type, {n, k}, blocks.data()));
+  if (cuda::gguf_takes_units(m)) {  // Q4_1, Q5_0, Q5_1, Q2_K, Q3_K: the unit layout
+    auto r = cuda::gguf_to_units(m);
+    if (!r.is_ok()) qFatal("%s", r.status().message().c_str());
+    d.buffers.push_back(Dev::from(r.value().data));
+    d.buffers.push_back(Dev::from(r.value().scales));
+    p.data = d.buffers[0].get();
+    p.scales = d.buffers[1].get();
+    if (!r.value().zeros.empty()) {
+      d.buffers.push_back(Dev::from(r.value().zeros));
+      p.gguf_aux = d.buffers[2].get();
+    }
+    p.gguf_units = true;
+    return d;
+  }
   if (type == DType::kQ5_K) {
     auto r = cuda::gguf_reorder_q5k(m);
     if (!r.is_ok()) qFatal("%s", r.status().message().c_str());

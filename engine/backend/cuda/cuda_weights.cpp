@@ -6,6 +6,7 @@
 
 #include "engine/backend/cuda/dummy_quant.h"
 #include "engine/backend/cuda/gguf_repack.h"
+#include "engine/backend/cuda/gguf_units.h"
 #include "engine/backend/cuda/random_fill.h"
 #include "engine/backend/cuda/weight_repack.h"
 #include "engine/backend/cuda/weight_uploader.h"
@@ -102,6 +103,12 @@ bool units_q5k(const WeightMatrix& m, bool gguf_repack) {
   return gguf_repack && gguf_reorders_q5k(m);
 }
 
+// Whether a GGUF Q4_1 / Q5_0 / Q5_1 / Q2_K / Q3_K part is uploaded in the unit layout
+// (gguf_units.h).
+bool units_gguf(const WeightMatrix& m, bool gguf_repack) {
+  return gguf_repack && gguf_takes_units(m);
+}
+
 // Bytes of one stored part on the device (integer and FP8 parts repacked, weight_repack.h; GGUF
 // Q8_0 / Q4_0 parts in the integer row layout where gguf_repack, gguf_repack.h).
 Result<int64_t> stored_bytes(const WeightMatrix& m, int64_t act_bytes, bool gguf_repack) {
@@ -111,6 +118,7 @@ Result<int64_t> stored_bytes(const WeightMatrix& m, int64_t act_bytes, bool gguf
     case WeightFormat::kGguf:
       if (repacked_gguf(m, gguf_repack)) return gguf_repack_shape(m).bytes();
       if (split_q6k(m, gguf_repack)) return gguf_q6k_split_shape(m).bytes();
+      if (units_gguf(m, gguf_repack)) return gguf_units_shape(m).bytes();
       return m.data.nbytes();
     case WeightFormat::kInt:
     case WeightFormat::kFp8: {
@@ -158,8 +166,27 @@ QuantPart part_of(const WeightMatrix& m, uint8_t* data, int64_t row_offset, bool
     q.scale_dtype = DType::kF16;
   } else if (units_q5k(m, gguf_repack)) {
     q.gguf_q5k_units = true;
+  } else if (units_gguf(m, gguf_repack)) {
+    const RepackShape s = gguf_units_shape(m);
+    q.gguf_units = true;
+    q.scales = at(s.scales_at());
+    q.gguf_aux = s.has_zeros ? at(s.zeros_at()) : nullptr;
   }
   return q;
+}
+
+// The pieces of a repacked part (data, scales, and zero points and g_idx where the shape has them)
+// into the part's device memory at dst, each at its offset in `s`.
+Status upload_pieces(Uploader& up, const std::string& name, const RepackedPart& r,
+                     const RepackShape& s, void* dst) {
+  uint8_t* d = static_cast<uint8_t*>(dst);
+  LATHE_RETURN_IF_ERROR(up.upload_raw(name, r.data.data(), s.data_bytes, d));
+  LATHE_RETURN_IF_ERROR(up.upload_raw(name, r.scales.data(), s.scale_bytes, d + s.scales_at()));
+  if (s.has_zeros)
+    LATHE_RETURN_IF_ERROR(up.upload_raw(name, r.zeros.data(), s.zero_bytes, d + s.zeros_at()));
+  if (s.has_g_idx)
+    LATHE_RETURN_IF_ERROR(up.upload_raw(name, r.g_idx.data(), s.g_idx_bytes, d + s.g_idx_at()));
+  return Status();
 }
 
 // The load log's line on GGUF parts, empty without any: which block types run in the integer row
@@ -183,8 +210,11 @@ std::string gguf_layouts(const std::vector<const LinearGroup*>& groups, bool ggu
         s += type + " as 208-byte block slots with d apart (16-byte aligned)";
       else if (units_q5k(m, gguf_repack))
         s += type + " as GGUF blocks, high bits in unit order";
-      else if (!gguf_repack && (m.dtype == DType::kQ8_0 || m.dtype == DType::kQ4_0 ||
-                                m.dtype == DType::kQ6_K || m.dtype == DType::kQ5_K))
+      else if (units_gguf(m, gguf_repack))
+        s += type + " in the unit layout (codes, scales apart; 64-weight units)";
+      else if (!gguf_repack &&
+               (m.dtype == DType::kQ8_0 || m.dtype == DType::kQ4_0 || m.dtype == DType::kQ6_K ||
+                m.dtype == DType::kQ5_K || gguf_unit_pieces(m.dtype).data > 0))
         s += type + " as GGUF blocks (LATHE_CUDA_GGUF_REPACK=0)";
       else
         s += type + " as GGUF blocks";
@@ -451,26 +481,21 @@ Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint
             up.upload(m.name, m.data, Target{const_cast<void*>(dl->w), dtype, row, m.k}));
       } else {
         // Stored format: GGUF blocks as they are (Q8_0 / Q4_0 converted on the host into the
-        // integer row layout, Q6_K split, where part_of planned it); a dense part in the
-        // activation dtype.
+        // integer row layout, Q6_K split, Q4_1 / Q5_0 / Q5_1 / Q2_K / Q3_K in the unit layout,
+        // where part_of planned it); a dense part in the activation dtype.
         const QuantPart& q = dl->parts[i];
         void* dst = const_cast<void*>(q.data);
         if (m.format == WeightFormat::kDense) {
           LATHE_RETURN_IF_ERROR(up.upload(m.name, m.data, Target{dst, dtype, 0, m.k}));
         } else if (m.format == WeightFormat::kGguf && q.format == WeightFormat::kInt) {
           LATHE_ASSIGN_OR_RETURN(const RepackedPart r, cuda::gguf_repack(m));
-          const RepackShape s = gguf_repack_shape(m);
-          uint8_t* d = static_cast<uint8_t*>(dst);
-          LATHE_RETURN_IF_ERROR(up.upload_raw(m.name, r.data.data(), s.data_bytes, d));
-          LATHE_RETURN_IF_ERROR(
-              up.upload_raw(m.name, r.scales.data(), s.scale_bytes, d + s.scales_at()));
+          LATHE_RETURN_IF_ERROR(upload_pieces(up, m.name, r, gguf_repack_shape(m), dst));
         } else if (m.format == WeightFormat::kGguf && q.gguf_q6k_split) {
           LATHE_ASSIGN_OR_RETURN(const RepackedPart r, cuda::gguf_split_q6k(m));
-          const RepackShape s = gguf_q6k_split_shape(m);
-          uint8_t* d = static_cast<uint8_t*>(dst);
-          LATHE_RETURN_IF_ERROR(up.upload_raw(m.name, r.data.data(), s.data_bytes, d));
-          LATHE_RETURN_IF_ERROR(
-              up.upload_raw(m.name, r.scales.data(), s.scale_bytes, d + s.scales_at()));
+          LATHE_RETURN_IF_ERROR(upload_pieces(up, m.name, r, gguf_q6k_split_shape(m), dst));
+        } else if (m.format == WeightFormat::kGguf && q.gguf_units) {
+          LATHE_ASSIGN_OR_RETURN(const RepackedPart r, cuda::gguf_to_units(m));
+          LATHE_RETURN_IF_ERROR(upload_pieces(up, m.name, r, gguf_units_shape(m), dst));
         } else if (m.format == WeightFormat::kGguf && q.gguf_q5k_units) {
           LATHE_ASSIGN_OR_RETURN(const RepackedPart r, cuda::gguf_reorder_q5k(m));
           LATHE_RETURN_IF_ERROR(up.upload_raw(m.name, r.data.data(), m.data.nbytes(), dst));
@@ -479,17 +504,7 @@ Result<DeviceWeights> upload_weights(const LoadedModel& model, DType dtype, uint
         } else {
           // Integer codes and FP8: repacked on the host into the kernels' layout.
           LATHE_ASSIGN_OR_RETURN(const RepackShape s, repack_shape(m, int4_tiles));
-          const RepackedPart r = repack(m, s);
-          uint8_t* d = static_cast<uint8_t*>(dst);
-          LATHE_RETURN_IF_ERROR(up.upload_raw(m.name, r.data.data(), s.data_bytes, d));
-          LATHE_RETURN_IF_ERROR(
-              up.upload_raw(m.name, r.scales.data(), s.scale_bytes, d + s.scales_at()));
-          if (s.has_zeros)
-            LATHE_RETURN_IF_ERROR(
-                up.upload_raw(m.name, r.zeros.data(), s.zero_bytes, d + s.zeros_at()));
-          if (s.has_g_idx)
-            LATHE_RETURN_IF_ERROR(
-                up.upload_raw(m.name, r.g_idx.data(), s.g_idx_bytes, d + s.g_idx_at()));
+          LATHE_RETURN_IF_ERROR(upload_pieces(up, m.name, repack(m, s), s, dst));
         }
       }
       const TensorView& b = i < g.biases.size() ? g.biases[i] : TensorView{};

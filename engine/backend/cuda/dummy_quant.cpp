@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "engine/backend/cuda/gguf_repack.h"
+#include "engine/backend/cuda/gguf_units.h"
 #include "engine/backend/cuda/random_fill.h"
 #include "engine/core/half.h"
 #include "engine/core/strings.h"
@@ -158,13 +159,53 @@ Status fill_dummy_quant_part(const WeightMatrix& m, const QuantPart& part, bool 
     return constant_fill(DType::kF16, const_cast<void*>(part.scales), blocks, f16_to_f32(d16),
                          stream);
   }
+  if (m.format == WeightFormat::kGguf && part.gguf_units) {
+    // A part in the unit layout (gguf_units.h): each array random, then the template's constant
+    // bytes where they fall in an array's piece of the block (the d / m / dmin and scale bytes; the
+    // reordered pieces hold random codes and high bits only, so the reorder changes nothing).
+    LATHE_ASSIGN_OR_RETURN(const GgufDummyBlock b, gguf_dummy_block(m.dtype));
+    const GgufUnitPieces pc = gguf_unit_pieces(m.dtype);
+    const int64_t blocks = m.n * (m.k / dtype_info(m.dtype).block_size);
+    struct Array {
+      const void* at;
+      int32_t piece, from;
+    };
+    const Array arrays[] = {{part.data, pc.data, pc.data_from},
+                            {part.scales, pc.scales, pc.scales_from},
+                            {part.gguf_aux, pc.aux, pc.aux_from}};
+    struct Run {
+      int32_t offset, len;
+      const uint8_t* bytes;
+    };
+    const Run runs[] = {{b.offset, b.len, b.bytes.data()},
+                        {b.more.offset, b.more.len, b.more.bytes.data()}};
+    uint64_t stream_at = stream_id;
+    for (const Array& a : arrays) {
+      if (a.piece == 0) continue;
+      void* at = const_cast<void*>(a.at);
+      // Up to the next multiple of 4 bytes: inside the plan's 256-byte alignment.
+      LATHE_RETURN_IF_ERROR(
+          random_bytes(at, (blocks * a.piece + 3) / 4 * 4, 0xFF, seed, stream_at++, stream));
+      for (const Run& r : runs) {
+        const int32_t lo = std::max(r.offset, a.from),
+                      hi = std::min(r.offset + r.len, a.from + a.piece);
+        if (lo < hi)
+          LATHE_RETURN_IF_ERROR(block_pattern_fill(at, blocks, a.piece, lo - a.from,
+                                                   r.bytes + (lo - r.offset), hi - lo, stream));
+      }
+    }
+    return Status();
+  }
   if (m.format == WeightFormat::kGguf) {
     LATHE_ASSIGN_OR_RETURN(const GgufDummyBlock b, gguf_dummy_block(m.dtype));
     const int64_t bytes = m.data.nbytes();
     LATHE_RETURN_IF_ERROR(random_bytes(const_cast<void*>(part.data), (bytes + 3) / 4 * 4, 0xFF,
                                        seed, stream_id, stream));
+    LATHE_RETURN_IF_ERROR(block_pattern_fill(const_cast<void*>(part.data), bytes / b.block_bytes,
+                                             b.block_bytes, b.offset, b.bytes.data(), b.len,
+                                             stream));
     return block_pattern_fill(const_cast<void*>(part.data), bytes / b.block_bytes, b.block_bytes,
-                              b.offset, b.bytes.data(), b.len, stream);
+                              b.more.offset, b.more.bytes.data(), b.more.len, stream);
   }
   LATHE_ASSIGN_OR_RETURN(const RepackShape s, repack_shape(m, int4_tiles));
   // Codes: uniform over the format's values. int4 codes (zero 8) spread with std ~4.6 and int8

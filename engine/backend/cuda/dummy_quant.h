@@ -4,7 +4,8 @@
 //    checkpoint (weight_scheme_online.cpp: fp8 e4m3 with one scale per tensor, int8 with one f16
 //    scale per output channel, int4 symmetric in groups of 128 with f16 scales); embedding and LM
 //    head stay 16-bit, as with vLLM's --quantization;
-//  - GGUF types (engine/model/dummy_gguf.h: q4_k_m, q4_k, q4_0, q8_0, q5_k_m, q6_k): every layer
+//  - GGUF types (engine/model/dummy_gguf.h: q4_k_m, q4_k, q4_0, q8_0, q5_k_m, q6_k, q4_1, q5_0,
+//    q5_1, q2_k, q3_k): every layer
 //    projection and the untied LM head in the block type a file of that type has, kept as a GGUF
 //    file's tensors are (WeightFormat::kGguf parts of [n, k / block] blocks, row after row, as
 //    cuda_weights uploads a file's bytes), so the same kernels run as on the file.

@@ -11,9 +11,9 @@ namespace {
 constexpr int64_t kBlock = 32;  // weights per Q8_0 / Q4_0 block and per scale group
 constexpr int64_t kQ6Weights = 256, kQ6Bytes = 210, kQ6Slot = 208;
 
-// The host blocks of part m, checked: kInvalidArgument naming the part when there are none (a dummy
-// part) or their size does not match its shape.
-Status check_host_blocks(const WeightMatrix& m, int64_t blocks, int64_t block_bytes) {
+}  // namespace
+
+Status check_gguf_host_blocks(const WeightMatrix& m, int64_t blocks, int64_t block_bytes) {
   if (m.data.data == nullptr)
     return invalid_argument(m.name +
                             ": no host blocks to repack (dummy parts are filled on the device)");
@@ -24,8 +24,6 @@ Status check_host_blocks(const WeightMatrix& m, int64_t blocks, int64_t block_by
                                       static_cast<long long>(m.n), static_cast<long long>(m.k)));
   return Status();
 }
-
-}  // namespace
 
 bool gguf_repacks(const WeightMatrix& m) {
   return m.format == WeightFormat::kGguf && (m.dtype == DType::kQ8_0 || m.dtype == DType::kQ4_0) &&
@@ -48,7 +46,7 @@ Result<RepackedPart> gguf_repack(const WeightMatrix& m) {
                             "layout, not " + m.describe());
   const bool q8 = m.dtype == DType::kQ8_0;
   const int64_t block_bytes = dtype_info(m.dtype).block_bytes, blocks = m.n * (m.k / kBlock);
-  LATHE_RETURN_IF_ERROR(check_host_blocks(m, blocks, block_bytes));
+  LATHE_RETURN_IF_ERROR(check_gguf_host_blocks(m, blocks, block_bytes));
   const RepackShape s = gguf_repack_shape(m);
   RepackedPart out;
   out.data.resize(static_cast<size_t>(s.data_bytes));
@@ -126,7 +124,7 @@ Result<RepackedPart> gguf_reorder_q5k(const WeightMatrix& m) {
                             m.describe());
   constexpr int64_t kQ5Bytes = 176;
   const int64_t blocks = m.n * (m.k / kQ6Weights);
-  LATHE_RETURN_IF_ERROR(check_host_blocks(m, blocks, kQ5Bytes));
+  LATHE_RETURN_IF_ERROR(check_gguf_host_blocks(m, blocks, kQ5Bytes));
   RepackedPart out;
   out.data.assign(m.data.bytes(), m.data.bytes() + blocks * kQ5Bytes);
   ThreadPool::global().parallel_for(blocks, [&](int64_t b0, int64_t b1) {
@@ -143,7 +141,7 @@ Result<RepackedPart> gguf_split_q6k(const WeightMatrix& m) {
     return invalid_argument(m.name + ": only GGUF q6_k parts take the split layout, not " +
                             m.describe());
   const int64_t blocks = m.n * (m.k / kQ6Weights);
-  LATHE_RETURN_IF_ERROR(check_host_blocks(m, blocks, kQ6Bytes));
+  LATHE_RETURN_IF_ERROR(check_gguf_host_blocks(m, blocks, kQ6Bytes));
   RepackedPart out;
   out.data.resize(static_cast<size_t>(blocks * kQ6Slot));
   out.scales.resize(static_cast<size_t>(blocks * 2));

@@ -30,6 +30,10 @@
 
 namespace lathe::cuda {
 
+// The host blocks of part m, checked: kInvalidArgument naming the part when there are none (a dummy
+// part, filled on the device) or their size is not blocks * block_bytes.
+Status check_gguf_host_blocks(const WeightMatrix& m, int64_t blocks, int64_t block_bytes);
+
 // Whether the GGUF part `m` takes the integer row layout: a Q8_0 or Q4_0 part (k a multiple of 32,
 // as every such part's is).
 bool gguf_repacks(const WeightMatrix& m);

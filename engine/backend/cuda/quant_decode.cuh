@@ -11,6 +11,7 @@
 
 #include "engine/backend/cuda/int4_tiles.h"
 #include "engine/backend/cuda/kernel_utils.cuh"
+#include "engine/backend/cuda/quant_decode_units.cuh"
 #include "engine/backend/cuda/quant_dispatch.h"
 #include "engine/backend/cuda/quant_linear.h"
 
@@ -214,6 +215,12 @@ __device__ __forceinline__ float e4m3_to_float(uint8_t v) {
 template <int K, typename T>
 __device__ __forceinline__ void decode_chunk(const QuantPart& p, int64_t row, int64_t c,
                                              float (&w)[32]) {
+  if constexpr (K == kQ4_1 || K == kQ5_0 || K == kQ5_1 || K == kQ2K || K == kQ3K) {
+    if (p.gguf_units) {  // the unit layout (gguf_units.h)
+      decode_gguf_units<K>(p, row, c, w);
+      return;
+    }
+  }
   if constexpr (K <= kQ6K) {
     using B = GgufBlock<K>;
     const bool split = K == kQ6K && p.gguf_q6k_split;  // 208-byte slots, d apart

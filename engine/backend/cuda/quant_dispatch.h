@@ -30,7 +30,8 @@ enum Kind : int {
   kDenseAct,
 };
 
-// The k-quant decode kernel (quant_gemv_kquants.cuh) on Q4_K, Q5_K and split Q6_K parts.
+// The k-quant decode kernel (quant_gemv_kquants.cuh) on Q4_K, Q5_K and split Q6_K parts, 4-bit
+// integer rows of group 32 (Q4_0 repacked) and the unit layout's Q4_1, Q5_0, Q5_1, Q2_K, Q3_K.
 constexpr int kKquantMaxM = 2;  // activation rows per launch (larger batches run in slabs)
 // Dynamic shared memory of a launch: m rows of k staged activations (padded: k + k / 16 floats)
 // and their sums per 16 inputs.
@@ -48,11 +49,20 @@ struct KquantRange {
   int first_part = 0, nparts = 0;
   int32_t task_begin = 0, task_end = 0, row_begin = 0, row_end = 0;
 };
-constexpr int kKquantMaxParts = 3;  // parts per launch
+constexpr int kKquantMaxParts = 3;                     // parts per launch
+constexpr int kKquantMaxRanges = 2 * kKquantMaxParts;  // launches per projection
 struct KquantPlan {
-  KquantRange ranges[2 * kKquantMaxParts];
+  KquantRange ranges[kKquantMaxRanges];
   int nranges = 0;
 };
+
+// The kernel's per-unit arithmetic run on the host (quant_kquants_host.cu), for tests without a
+// GPU: y[mi, r] (row stride p.n) = row r of part p (host pointers, as uploaded) against x[mi, :]
+// (f32 [m, k], m <= kKquantMaxM), units summed in order. false when the kernel does not take p.
+bool kquant_rows_on_host(int kind, const QuantPart& p, const float* x, int64_t m, float* y);
+// The generic kernels' decoding of a unit-layout part (gguf_units.h; quant_decode_units.cuh) run on
+// the host: out [n, k] f32. false when p is not in the unit layout.
+bool gguf_units_rows_on_host(int kind, const QuantPart& p, float* out);
 
 cudaError_t gemv_kquant_parts(const QuantPart* parts, const KquantPlan& plan, DType act,
                               const void* x, DType out_dtype, void* y, int64_t n, int64_t m,

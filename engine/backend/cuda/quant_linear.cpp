@@ -180,7 +180,8 @@ Result<quant::KquantPlan> kquant_plan(const std::vector<QuantPart>& parts, int64
     const int kind = kind_of(p);
     if (!quant::kquant_takes(kind, p))
       return unsupported(
-          "k-quant kernel: a part that is not q4_k, q5_k, split q6_k or int4 rows of group 32");
+          "k-quant kernel: a part that is not q4_k, q5_k, split q6_k, int4 rows of group 32 or "
+          "q4_1 / q5_0 / q5_1 / q2_k / q3_k in the unit layout");
     if (p.k != parts[0].k || p.row_offset != row)
       return invalid_argument("k-quant kernel: parts of one k, rows in order");
     kinds.push_back(kind);
@@ -202,6 +203,8 @@ Result<quant::KquantPlan> kquant_plan(const std::vector<QuantPart>& parts, int64
         return unsupported("k-quant kernel: an epilogue's rows in parts of different kinds");
     if (last - first + 1 > quant::kKquantMaxParts)
       return unsupported("k-quant kernel: more than 3 parts in a launch");
+    if (plan.nranges == quant::kKquantMaxRanges)
+      return unsupported("k-quant kernel: more than 6 runs of one kind in a projection");
     quant::KquantRange& r = plan.ranges[plan.nranges++];
     r.kind = kinds[static_cast<size_t>(first)];
     r.first_part = first;

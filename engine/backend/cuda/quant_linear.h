@@ -70,6 +70,11 @@ struct QuantPart {
   // kGguf Q5_K: each block's 32 high-bit bytes reordered so that the bits of each 64-weight unit
   // are 8 contiguous bytes (gguf_repack.h); same bytes. Set by the upload.
   bool gguf_q5k_units = false;
+  // kGguf Q4_1 / Q5_0 / Q5_1 / Q2_K / Q3_K: the blocks moved into the unit layout of gguf_units.h:
+  // `data` the codes, `scales` the d (and m / dmin) of each block, `gguf_aux` the high bits (Q5_0,
+  // Q5_1) or the 6-bit scales (Q3_K); same bytes. Set by the upload.
+  bool gguf_units = false;
+  const void* gguf_aux = nullptr;
   // GGUF k-quant kernel: whether it builds its RMSNorm input itself (CudaSwitches::kquant_norm).
   bool kquant_norm = false;
   // kInt 4-bit: codes in the tensor-core tile layout of int4_tiles.h instead of the row layout
@@ -114,7 +119,8 @@ Status quant_gemv_tile_pairs(const std::vector<QuantPart>& parts, DType act, con
                              DType out_dtype, void* y, int64_t n, int64_t m, GemvOutput output,
                              const GemvRopeKv& rope, cudaStream_t stream,
                              const TileNormInput* norm = nullptr);
-// The projection's parts (Q4_K, Q5_K or split Q6_K GGUF parts, rows 0..n in order, at most 3 of a
+// The projection's parts (Q4_K, Q5_K or split Q6_K GGUF parts, Q4_0 as 4-bit rows of group 32, or
+// Q4_1 / Q5_0 / Q5_1 / Q2_K / Q3_K in the unit layout; rows 0..n in order, at most 3 of a
 // kind in a row) on the k-quant decode kernel (quant_gemv_kquants.cuh), with `output`: kStore
 // (y: [m, n] of out_dtype, m <= kQuantGemvMaxM), or at m = 1 kResidualAdd (y: the f32 residual
 // [1, n], the rounded product added), kSwiglu or kRopeKv (rope: its parameters) as gemv_epilogue.h

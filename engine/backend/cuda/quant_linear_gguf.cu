@@ -12,14 +12,19 @@ cudaError_t gemv_gguf(int kind, const QuantPart& p, DType act, const void* x, DT
     case kQ4_0:
       return launch_gemv<kQ4_0>(p, act, x, out_dtype, y, ldy, m, stream);
     case kQ4_1:
+      if (kquant_takes(kind, p)) return gemv_kquant(kind, p, act, x, out_dtype, y, ldy, m, stream);
       return launch_gemv<kQ4_1>(p, act, x, out_dtype, y, ldy, m, stream);
     case kQ5_0:
+      if (kquant_takes(kind, p)) return gemv_kquant(kind, p, act, x, out_dtype, y, ldy, m, stream);
       return launch_gemv<kQ5_0>(p, act, x, out_dtype, y, ldy, m, stream);
     case kQ5_1:
+      if (kquant_takes(kind, p)) return gemv_kquant(kind, p, act, x, out_dtype, y, ldy, m, stream);
       return launch_gemv<kQ5_1>(p, act, x, out_dtype, y, ldy, m, stream);
     case kQ2K:
+      if (kquant_takes(kind, p)) return gemv_kquant(kind, p, act, x, out_dtype, y, ldy, m, stream);
       return launch_gemv<kQ2K>(p, act, x, out_dtype, y, ldy, m, stream);
     case kQ3K:
+      if (kquant_takes(kind, p)) return gemv_kquant(kind, p, act, x, out_dtype, y, ldy, m, stream);
       return launch_gemv<kQ3K>(p, act, x, out_dtype, y, ldy, m, stream);
     case kQ4K:
       if (kquant_takes(kind, p)) return gemv_kquant(kind, p, act, x, out_dtype, y, ldy, m, stream);

@@ -1,7 +1,8 @@
 // The k-quant decode kernel's launches (quant_gemv_kquants.cuh) for quant_linear.cpp: one stored
-// part, or a projection's parts with an epilogue as quant_linear.cpp plans them. Instantiated for
-// the three kinds, both activation types, one or two activation rows per launch with kStore and
-// one with the epilogues (quant_linear.cpp takes the epilogues at batch 1 only).
+// part, or a projection's parts with an epilogue as quant_linear.cpp plans them. Instantiated here
+// for Q4_K, Q5_K, Q6_K and kInt4 (the unit layout's kinds in quant_linear_kquants_units.cu), both
+// activation types, one or two activation rows per launch with kStore and one with the epilogues
+// (quant_linear.cpp takes the epilogues at batch 1 only).
 #include "engine/backend/cuda/quant_dispatch.h"
 #include "engine/backend/cuda/quant_gemv_kquants.cuh"
 
@@ -21,7 +22,7 @@ cudaError_t launch_kind(int kind, const KqLaunch& L, DType act, const void* x, i
     case kInt4:
       return launch_kquants<kInt4, OUT>(L, act, x, m, stream);
     default:
-      return cudaErrorInvalidValue;
+      return launch_kquants_units<OUT>(kind, L, act, x, m, stream);
   }
 }
 
@@ -33,12 +34,21 @@ bool kquant_takes(int kind, const QuantPart& p) {
         p.zeros != nullptr || p.g_idx != nullptr || p.scale_dtype != DType::kF16 ||
         reinterpret_cast<uintptr_t>(p.scales) % 4 != 0)
       return false;
+  } else if (kind == kQ4_1 || kind == kQ5_0 || kind == kQ5_1 || kind == kQ2K || kind == kQ3K) {
+    // The unit layout (gguf_units.h): scales read 8 bytes (Q2_K, Q3_K: 2 or 4) at a time, aux 8.
+    if (p.format != WeightFormat::kGguf || !p.gguf_units ||
+        reinterpret_cast<uintptr_t>(p.scales) % 8 != 0 ||
+        reinterpret_cast<uintptr_t>(p.gguf_aux) % 8 != 0 ||
+        ((kind == kQ5_0 || kind == kQ5_1 || kind == kQ3K) && p.gguf_aux == nullptr))
+      return false;
   } else if (kind != kQ4K && kind != kQ5K && kind != kQ6K) {
     return false;
   }
   if (kind == kQ6K && !p.gguf_q6k_split) return false;
   if (kind == kQ5K && !p.gguf_q5k_units) return false;
-  return !p.one_row_gemv && p.k % 256 == 0 && p.k < (int64_t{1} << 30) &&
+  // Rows of whole 64-weight units (pairs of 32-weight blocks) or 256-weight super-blocks.
+  const bool pairs = kind == kInt4 || kind == kQ4_1 || kind == kQ5_0 || kind == kQ5_1;
+  return !p.one_row_gemv && p.k % (pairs ? 64 : 256) == 0 && p.k < (int64_t{1} << 30) &&
          p.n < (int64_t{1} << 30) && reinterpret_cast<uintptr_t>(p.data) % 16 == 0 &&
          kquant_smem_bytes(kKquantMaxM, p.k) <= 200 * 1024;
 }
