@@ -137,7 +137,7 @@ struct KqUnit {
 };
 
 // blk: the unit's block (256-weight kinds) or its first block's codes (kq_pairs kinds); sc, ax: the
-// unit's scales and aux bytes (kq_unit_at); c: the unit's index in its 256 weights.
+// unit's scales and aux bytes (kq_load_unit); c: the unit's index in its 256 weights.
 template <int K>
 LATHE_KQ_HD void kq_load(const uint8_t* blk, const uint8_t* sc, const uint8_t* ax, int c,
                          KqUnit& u) {
