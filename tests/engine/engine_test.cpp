@@ -9,126 +9,21 @@
 #include <ctime>
 #include <memory>
 #include <set>
-#include <span>
 #include <thread>
 
 #include "engine/runtime/engine.h"
 #include "engine/runtime/metrics.h"
-#include "engine/runtime/token_constraint.h"
 #include "engine_test_util.h"
-#include "fake_runner.h"
-#include "fake_tokenizer.h"
+#include "fake_engine.h"
 #include "test_support.h"
 
 using namespace lathe;
 using namespace std::chrono_literals;
-
-namespace {
-
-LoadedModel fake_model(bool with_tokenizer = false) {
-  LoadedModel m;
-  m.path = "fake";
-  m.format = ModelFormat::kDummy;
-  m.config.name = "fake";
-  m.config.vocab_size = 1000;
-  m.config.max_position_embeddings = 256;
-  m.generation.eos_token_ids = {2};
-  if (with_tokenizer) {
-    m.tokenizer = std::make_shared<test::FakeTokenizer>();
-    m.chat_template = "{% for m in messages %}{{ m.content }}{% endfor %}";
-  }
-  return m;
-}
-
-struct Made {
-  std::unique_ptr<Engine> engine;
-  test::FakeModelRunner* runner = nullptr;
-};
-
-Made make_engine(test::FakeRunnerOptions ro = {}, int blocks = 64, int seqs = 8, int budget = 64,
-                 bool with_tokenizer = false, int max_waiting = 4096) {
-  EngineConfig c;
-  c.device.device = DeviceKind::kCpu;
-  c.cache.num_gpu_blocks_override = blocks;
-  c.scheduler.max_num_seqs = seqs;
-  c.scheduler.max_num_batched_tokens = budget;
-  c.scheduler.max_waiting_requests = max_waiting;
-  auto runner = std::make_unique<test::FakeModelRunner>(ro);
-  test::FakeModelRunner* raw = runner.get();
-  auto e = Engine::create_with_runner(c, fake_model(with_tokenizer), std::move(runner));
-  if (!e.is_ok()) qFatal("%s", e.status().message().c_str());
-  return {std::move(e).value(), raw};
-}
-
-RequestSpec spec(std::vector<TokenId> prompt, int max_tokens) {
-  RequestSpec s;
-  s.prompt_tokens = std::move(prompt);
-  s.sampling.temperature = 0.0f;
-  s.sampling.max_tokens = max_tokens;
-  return s;
-}
-
-std::vector<TokenId> prompt_of(int n, int seed = 0) {
-  std::vector<TokenId> p;
-  for (int i = 0; i < n; ++i) p.push_back(3 + (seed * 37 + i * 11) % 900);
-  return p;
-}
-
-// A grammar over two tokens that alternate forever, `first` first: state 0 allows only `first`,
-// state 1 only `second`; any other token leads to the dead state (only the end ids). The mask of
-// each step follows from the token the step before sampled, so a mask one step stale repeats a
-// token.
-class AlternatingConstraint final : public TokenConstraint {
- public:
-  AlternatingConstraint(int64_t vocab, TokenId first, TokenId second)
-      : vocab_(vocab), first_(first), second_(second) {
-    masks_[0] = mask_of({first});
-    masks_[1] = mask_of({second});
-  }
-  int32_t start() const override { return 0; }
-  int32_t advance(int32_t state, TokenId token) override {
-    if (state == 0 && token == first_) return 1;
-    if (state == 1 && token == second_) return 0;
-    return kDead;
-  }
-  std::shared_ptr<const TokenMask> allowed(int32_t state,
-                                           std::span<const TokenId> end_ids) override {
-    if (state == 0 || state == 1) return masks_[state];
-    return mask_of(std::vector<TokenId>(end_ids.begin(), end_ids.end()));
-  }
-
- private:
-  std::shared_ptr<const TokenMask> mask_of(const std::vector<TokenId>& ids) const {
-    auto m = std::make_shared<TokenMask>(static_cast<size_t>((vocab_ + 31) / 32), 0u);
-    for (TokenId t : ids) (*m)[static_cast<size_t>(t) >> 5] |= 1u << (t & 31);
-    return m;
-  }
-  int64_t vocab_;
-  TokenId first_, second_;
-  std::shared_ptr<const TokenMask> masks_[2];
-};
-
-// An AlternatingConstraint that counts where its masks are looked up: inside the runner's
-// execute() (where the engine leaves the lookups, model_io.h) or outside it.
-class WhereLookedUp final : public TokenConstraint {
- public:
-  WhereLookedUp(const test::FakeModelRunner* runner, TokenId first, TokenId second)
-      : runner_(runner), inner_(1000, first, second) {}
-  int32_t start() const override { return inner_.start(); }
-  int32_t advance(int32_t state, TokenId token) override { return inner_.advance(state, token); }
-  std::shared_ptr<const TokenMask> allowed(int32_t state,
-                                           std::span<const TokenId> end_ids) override {
-    ++(runner_->in_execute() ? inside : outside);
-    return inner_.allowed(state, end_ids);
-  }
-  int inside = 0, outside = 0;
-
- private:
-  const test::FakeModelRunner* runner_;
-  AlternatingConstraint inner_;
-};
-
-}  // namespace
+using test::fake_model;
+using test::Made;
+using test::make_engine;
+using test::prompt_of;
+using test::spec;
 
 class EngineTest : public QObject {
   Q_OBJECT
@@ -191,70 +86,6 @@ class EngineTest : public QObject {
     QVERIFY2(one.runner->lookahead_hits() >= 40,
              qPrintable(QString::number(one.runner->lookahead_hits())));
     LATHE_VERIFY_NO_LEAKS(*one.engine);
-  }
-
-  // Constrained decoding keeps the lookahead: the engine marks a constrained sequence's decode
-  // steps as continuing, the runner takes each predicted step (its forward pass as predicted, its
-  // sampling rows late-bound: next_decode_input.h), and the mask applied to step N + 1 is the one
-  // the engine computed from step N's token: two sequences whose grammars alternate two tokens in
-  // opposite orders produce exactly those alternations (a mask one step stale repeats a token).
-  void constrained_rows_keep_lookahead_with_late_bound_masks() {
-    Made m = make_engine();
-    const std::vector<std::pair<TokenId, TokenId>> orders = {{10, 20}, {20, 10}};
-    std::vector<test::Collected> cs(orders.size());
-    std::vector<StreamCallback> cbs;
-    std::vector<RequestSpec> specs;
-    for (size_t i = 0; i < orders.size(); ++i) {
-      RequestSpec s = spec(prompt_of(20, static_cast<int>(i)), 40);
-      s.sampling.constraint =
-          std::make_shared<AlternatingConstraint>(1000, orders[i].first, orders[i].second);
-      specs.push_back(std::move(s));
-      cbs.push_back(cs[i].callback());
-    }
-    LATHE_QVERIFY_RESULT(m.engine->submit_batch(specs, cbs));
-    for (size_t i = 0; i < orders.size(); ++i) {
-      QVERIFY(cs[i].wait());
-      QCOMPARE(cs[i].tokens.size(), size_t{40});
-      for (size_t k = 0; k < cs[i].tokens.size(); ++k)
-        QCOMPARE(cs[i].tokens[k], k % 2 == 0 ? orders[i].first : orders[i].second);
-    }
-    // One prefill step, 38 decode steps that continue, the step of the 40th token.
-    std::vector<bool> want(40, true);
-    want.front() = want.back() = false;
-    QCOMPARE(m.runner->continues(), want);
-    // Every continuing step predicts its successor except where that opens a KV block (positions
-    // 31 and 47 of the 20-token prompts): 36 predicted steps, all taken.
-    QCOMPARE(m.runner->lookahead_hits(), int64_t{36});
-    QCOMPARE(m.runner->lookahead_misses(), int64_t{0});
-    LATHE_VERIFY_NO_LEAKS(*m.engine);
-  }
-
-  // The engine leaves each constrained row's mask lookup (a grammar walk of the vocabulary on a
-  // cache miss) to the runner, which looks it up once its forward pass is launched: every lookup
-  // happens inside execute(), and the tokens are the grammar's. Under min_tokens the engine needs
-  // the mask to decide whether EOS may end a complete output, so those rows are looked up before.
-  void masks_are_looked_up_by_the_runner() {
-    Made m = make_engine();
-    auto lazy = std::make_shared<WhereLookedUp>(m.runner, 10, 20);
-    auto eager = std::make_shared<WhereLookedUp>(m.runner, 30, 40);
-    test::Collected a, b;
-    RequestSpec s = spec(prompt_of(20), 12);
-    s.sampling.constraint = lazy;
-    LATHE_SUBMIT_OK(m.engine->submit(s, a.callback()));
-    s = spec(prompt_of(20, 1), 12);
-    s.sampling.constraint = eager;
-    s.sampling.min_tokens = 5;
-    LATHE_SUBMIT_OK(m.engine->submit(s, b.callback()));
-    QVERIFY(a.wait() && b.wait());
-    for (size_t k = 0; k < 12; ++k) {
-      QCOMPARE(a.tokens[k], k % 2 == 0 ? TokenId{10} : TokenId{20});
-      QCOMPARE(b.tokens[k], k % 2 == 0 ? TokenId{30} : TokenId{40});
-    }
-    QCOMPARE(lazy->outside, 0);
-    QVERIFY(lazy->inside >= 12);
-    QCOMPARE(eager->outside, 5);  // the rows under min_tokens: outputs 0..4
-    QVERIFY(eager->inside >= 7);
-    LATHE_VERIFY_NO_LEAKS(*m.engine);
   }
 
   void eos_stops_unless_ignored_or_before_min_tokens() {
