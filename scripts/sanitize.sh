@@ -33,5 +33,11 @@ supp=$PWD/scripts/sanitizers
 export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:strict_string_checks=1:check_initialization_order=1:detect_stack_use_after_return=0"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
+# Instrumented code runs several times slower. Time limits scale by 10 (none is dropped): each
+# test's CTest TIMEOUT (the debug preset's LATHE_TEST_TIMEOUT_SCALE), Qt Test's per-function limit
+# (QTEST_FUNCTION_TIMEOUT, 300 s by default) and the tests' own wall-clock limits
+# (LATHE_TEST_TIME_SCALE, tests/test_support.h).
+export LATHE_TEST_TIME_SCALE=${LATHE_TEST_TIME_SCALE:-10}
+export QTEST_FUNCTION_TIMEOUT=${QTEST_FUNCTION_TIMEOUT:-$((300000 * LATHE_TEST_TIME_SCALE))}
 cd build/debug
 ctest --output-on-failure --timeout 3600 -j "${LATHE_TEST_JOBS:-2}" -LE 'gpu|packaging' "$@"

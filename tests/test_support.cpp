@@ -17,7 +17,7 @@ ProcessResult run_process(const QString& program, const QStringList& args, int t
   QProcess p;
   p.start(program, args);
   ProcessResult r;
-  if (!p.waitForFinished(timeout_ms)) {
+  if (!p.waitForFinished(scaled_ms(timeout_ms))) {
     p.kill();
     p.waitForFinished();
     r.err = "timed out";

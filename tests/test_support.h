@@ -3,6 +3,7 @@
 
 #include <QtTest>
 
+#include <climits>
 #include <cstdlib>
 #include <string>
 
@@ -26,8 +27,27 @@ inline bool gpu_required() {
   return v != nullptr && std::string(v) == "1";
 }
 
+// The factor on the tests' own wall-clock limits (how long to wait for work to finish, latency
+// bounds): LATHE_TEST_TIME_SCALE, which scripts/sanitize.sh sets to 10 because ASan + UBSan code
+// runs several times slower; 1 when unset, or not a number >= 1. Normal runs keep every limit as
+// written.
+inline double time_scale() {
+  const char* v = std::getenv("LATHE_TEST_TIME_SCALE");
+  if (v == nullptr) return 1.0;
+  char* end = nullptr;
+  const double f = std::strtod(v, &end);
+  return end != v && f >= 1.0 && f <= 1000.0 ? f : 1.0;
+}
+// `ms` times time_scale(), for Qt's int milliseconds (QSignalSpy::wait, QTRY_*_WITH_TIMEOUT,
+// QProcess::waitForFinished); at most INT_MAX. A negative `ms` (Qt's "no limit") stays as it is.
+inline int scaled_ms(int ms) {
+  if (ms < 0) return ms;
+  const double v = static_cast<double>(ms) * time_scale();
+  return v >= static_cast<double>(INT_MAX) ? INT_MAX : static_cast<int>(v);
+}
+
 // Runs a program to completion: its exit code (-1 when it crashed or timed out, then err says
-// "timed out"), stdout and stderr.
+// "timed out"), stdout and stderr. The timeout is scaled (scaled_ms).
 struct ProcessResult {
   int exit_code = -1;
   QString out, err;

@@ -8,6 +8,7 @@ Sections (all by default): n, logit_bias, structured, tools, echo. Prints one li
 exits 0 only when every check passed.
 """
 import json
+import os
 import re
 import sys
 import time
@@ -16,6 +17,8 @@ import urllib.request
 import openai
 
 FAILURES = []
+# Request timeouts scale like the C++ tests' limits (LATHE_TEST_TIME_SCALE, tests/test_support.h).
+TIME_SCALE = max(1.0, float(os.environ.get("LATHE_TEST_TIME_SCALE") or 1))
 
 
 def check(name, ok, detail=""):
@@ -29,14 +32,14 @@ class Ctx:
         self.base_url = base_url
         self.api_key = api_key
         self.client = openai.OpenAI(base_url=base_url + "/v1", api_key=api_key, max_retries=0,
-                                    timeout=600)
+                                    timeout=600 * TIME_SCALE)
         self.model = self.client.models.list().data[0].id
 
     def post(self, path, body):
         req = urllib.request.Request(self.base_url + path, data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json",
                                               "Authorization": "Bearer " + self.api_key})
-        with urllib.request.urlopen(req, timeout=600) as r:
+        with urllib.request.urlopen(req, timeout=600 * TIME_SCALE) as r:
             return json.loads(r.read())
 
     def token_id(self, text):

@@ -8,11 +8,14 @@ text, and the streamed usage chunk agrees); completions non-streaming and stream
 raises openai.AuthenticationError; n=17 raises openai.BadRequestError; an unknown model raises
 openai.NotFoundError. Prints one line per check and exits 0 only when every check passed.
 """
+import os
 import sys
 
 import openai
 
 FAILURES = []
+# Request timeouts scale like the C++ tests' limits (LATHE_TEST_TIME_SCALE, tests/test_support.h).
+TIME_SCALE = max(1.0, float(os.environ.get("LATHE_TEST_TIME_SCALE") or 1))
 
 
 def check(name, ok, detail=""):
@@ -23,7 +26,8 @@ def check(name, ok, detail=""):
 
 def main():
     base_url, api_key = sys.argv[1], sys.argv[2]
-    client = openai.OpenAI(base_url=base_url + "/v1", api_key=api_key, max_retries=0, timeout=300)
+    client = openai.OpenAI(base_url=base_url + "/v1", api_key=api_key, max_retries=0,
+                           timeout=300 * TIME_SCALE)
 
     models = client.models.list()
     ids = [m.id for m in models.data]

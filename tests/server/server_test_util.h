@@ -1,5 +1,6 @@
 // Helpers shared by the server tests: HTTP calls through Lathe's own client, SSE decoding,
-// Prometheus sample lookup, and a child process for `lathe serve` and friends.
+// Prometheus sample lookup, and a child process for `lathe serve` and friends. Every timeout a
+// helper takes is scaled by time_scale() (test_support.h: longer under the sanitizers only).
 #pragma once
 
 #include <QtTest>
@@ -26,6 +27,7 @@
 #include "engine/bench/sse_parser.h"
 #include "engine/core/strings.h"
 #include "engine/server/api_server.h"
+#include "test_support.h"
 
 namespace lathe::test {
 
@@ -48,7 +50,7 @@ inline HttpClientResponse http_call(const Url& url, const std::string& method,
   req.body = body;
   req.headers = std::move(headers);
   if (!body.empty()) req.headers.emplace_back("Content-Type", "application/json");
-  req.timeout_ms = timeout_ms;
+  req.timeout_ms = scaled_ms(timeout_ms);
   Result<HttpClientResponse> r = http_request(url, req);
   if (!r.is_ok()) {
     HttpClientResponse failed;
@@ -103,7 +105,7 @@ inline SseResponse sse_call(const Url& url, const std::string& path, const std::
   req.body = body;
   req.headers = std::move(headers);
   req.headers.emplace_back("Content-Type", "application/json");
-  req.timeout_ms = timeout_ms;
+  req.timeout_ms = scaled_ms(timeout_ms);
   Result<HttpClientResponse> r =
       http_request(url, req, [&](std::string_view piece) { return parser.feed(piece); });
   if (!r.is_ok()) {
@@ -135,7 +137,9 @@ inline double prometheus_value(const std::string& text, const std::string& name,
 
 // Polls GET /health until it answers 200 (or the timeout passes).
 inline bool wait_for_health(const Url& url, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::duration_cast<std::chrono::milliseconds>(timeout * time_scale());
   while (std::chrono::steady_clock::now() < deadline) {
     if (http_call(url, "GET", "/health", {}, {}, 2000).status == 200) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -201,7 +205,7 @@ class BackgroundProcess {
   }
   // Exit code, or -1 when it did not exit in time / crashed.
   int wait(int timeout_ms) {
-    if (!process_.waitForFinished(timeout_ms)) return -1;
+    if (!process_.waitForFinished(scaled_ms(timeout_ms))) return -1;
     return process_.exitStatus() == QProcess::NormalExit ? process_.exitCode() : -1;
   }
   bool running() const { return process_.state() != QProcess::NotRunning; }
@@ -223,7 +227,8 @@ inline int run_program(const QString& program, const QStringList& args, int time
     return -1;
   }
   QByteArray all;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(scaled_ms(timeout_ms));
   while (!p.waitForFinished(200)) {
     all += p.readAll();
     if (std::chrono::steady_clock::now() > deadline) {

@@ -33,6 +33,7 @@
 #include "ui_test_support.h"
 
 using namespace lathe::ui;
+using lathe::test::scaled_ms;
 
 namespace {
 
@@ -90,7 +91,7 @@ QString exportAndWait(ComparePanel* panel, const QString& path) {
   QSignalSpy done(panel, &ComparePanel::exportFinished);
   QString error;
   if (!panel->exportTo(path, &error)) return error;
-  if (!done.wait(30000)) return "no exportFinished";
+  if (!done.wait(scaled_ms(30000))) return "no exportFinished";
   return done.first().at(1).toString();
 }
 
@@ -98,7 +99,7 @@ QString exportAndWait(ComparePanel* panel, const QString& path) {
 bool openAndWait(ComparePanel* panel, const QString& path) {
   QSignalSpy opened(panel, &ComparePanel::runOpened);
   panel->openRun(path);
-  return opened.wait(30000) && opened.first().at(1).toBool();
+  return opened.wait(scaled_ms(30000)) && opened.first().at(1).toBool();
 }
 
 // Distinct colors in an image (a blank image has one).
@@ -169,11 +170,11 @@ class CompareTest : public QObject {
     test::ResponsivenessProbe probe;
     probe.start();
     QVERIFY(m_panel->run());
-    QVERIFY(finished.wait(240000));
-    QVERIFY(saved.count() == 1 || saved.wait(30000));
+    QVERIFY(finished.wait(scaled_ms(240000)));
+    QVERIFY(saved.count() == 1 || saved.wait(scaled_ms(30000)));
     probe.stop();
     QCOMPARE(finished.first().first().toBool(), false);
-    QVERIFY2(probe.maxGapMs() < 100,
+    QVERIFY2(probe.maxGapMs() < scaled_ms(100),
              qPrintable(QString("the event loop stalled for %1 ms").arg(probe.maxGapMs())));
     const QVector<CompareVariant>& vs = m_panel->results()->variants();
     QCOMPARE(vs.size(), 2);
@@ -231,7 +232,7 @@ class CompareTest : public QObject {
     const CompareRun shown = m_panel->currentRun();
     QCOMPARE(shown.verdict, m_panel->verdict());
     ComparePanel other([] { return LoadSettings{}; });
-    QTRY_COMPARE_WITH_TIMEOUT(other.recentRuns().size(), 1, 20000);  // a loaded machine
+    QTRY_COMPARE_WITH_TIMEOUT(other.recentRuns().size(), 1, scaled_ms(20000));  // a loaded machine
     QCOMPARE(other.recentRuns().first().first, savedPath);
     QVERIFY(other.recentRuns().first().second.contains("smol-q8_0.gguf"));
     QVERIFY(openAndWait(&other, savedPath));
@@ -281,10 +282,10 @@ class CompareTest : public QObject {
                           m_panel->stop();
                         });
     QVERIFY(m_panel->run());
-    QVERIFY(finished.wait(120000));
+    QVERIFY(finished.wait(scaled_ms(120000)));
     disconnect(conn);
     QVERIFY(sinceStop.isValid());
-    QVERIFY2(sinceStop.elapsed() < 5000,
+    QVERIFY2(sinceStop.elapsed() < scaled_ms(5000),  // 5 s; longer under the sanitizers
              qPrintable(QString("stopped after %1 ms").arg(sinceStop.elapsed())));
     QCOMPARE(finished.first().first().toBool(), true);
     QVERIFY(m_panel->results()->variants().isEmpty());
@@ -318,7 +319,8 @@ class CompareTest : public QObject {
     QTest::qWait(50);  // the probe has ticked: opening's own time counts as a gap
     QVERIFY(openAndWait(&panel, path));
     probe.stop();
-    QVERIFY2(probe.maxGapMs() < 100, qPrintable(QString("stalled %1 ms").arg(probe.maxGapMs())));
+    QVERIFY2(probe.maxGapMs() < scaled_ms(100),
+             qPrintable(QString("stalled %1 ms").arg(probe.maxGapMs())));
     QVERIFY(panel.currentRun() == run);
     QCOMPARE(panel.results()->rowCount(), 3);
     QCOMPARE(
@@ -465,7 +467,8 @@ class CompareTest : public QObject {
     QTest::qWait(50);  // the probe has ticked: the export's own time counts as a gap
     QCOMPARE(exportAndWait(&panel, dir.filePath("cmp.md")), QString());
     probe.stop();
-    QVERIFY2(probe.maxGapMs() < 100, qPrintable(QString("stalled %1 ms").arg(probe.maxGapMs())));
+    QVERIFY2(probe.maxGapMs() < scaled_ms(100),
+             qPrintable(QString("stalled %1 ms").arg(probe.maxGapMs())));
     QFile f(dir.filePath("cmp.md"));
     QVERIFY(f.open(QIODevice::ReadOnly));
     const QString md = QString::fromUtf8(f.readAll());

@@ -45,6 +45,7 @@
 #include "ui_test_support.h"
 
 using namespace lathe::ui;
+using lathe::test::scaled_ms;
 
 class QuantizeTest : public QObject {
   Q_OBJECT
@@ -59,7 +60,7 @@ class QuantizeTest : public QObject {
     if (w == nullptr) return nullptr;
     if (w->goalPage()->table()->rowCount() == 0) {
       QSignalSpy shown(w, &QuantizeWizard::candidatesShown);
-      if (!shown.wait(60000)) return nullptr;
+      if (!shown.wait(scaled_ms(60000))) return nullptr;
     }
     return w;
   }
@@ -82,9 +83,9 @@ class QuantizeTest : public QObject {
   void closeWizard() {
     if (QuantizeWizard* w = m_window->quantizeWizard()) {
       w->close();
-      QTRY_VERIFY_WITH_TIMEOUT(m_window->quantizeWizard() == nullptr, 30000);
+      QTRY_VERIFY_WITH_TIMEOUT(m_window->quantizeWizard() == nullptr, scaled_ms(30000));
     }
-    QTRY_VERIFY_WITH_TIMEOUT(!m_window->quantizeTask()->isRunning(), 60000);
+    QTRY_VERIFY_WITH_TIMEOUT(!m_window->quantizeTask()->isRunning(), scaled_ms(60000));
   }
 
  private slots:
@@ -97,7 +98,7 @@ class QuantizeTest : public QObject {
     m_window = std::make_unique<MainWindow>(m_bridge.get(), m_dir.filePath("conversations"));
     m_window->show();
     m_window->models()->openModel(m_model);
-    QTRY_VERIFY_WITH_TIMEOUT(m_window->models()->currentModel().isValid(), 30000);
+    QTRY_VERIFY_WITH_TIMEOUT(m_window->models()->currentModel().isValid(), scaled_ms(30000));
   }
 
   void cleanupTestCase() {
@@ -173,9 +174,10 @@ class QuantizeTest : public QObject {
     // The job runs: the window must keep answering.
     test::ResponsivenessProbe probe;
     probe.start();
-    QTRY_COMPARE_WITH_TIMEOUT(w->currentId(), int(QuantizeWizard::kFinishedPage), 180000);
+    QTRY_COMPARE_WITH_TIMEOUT(w->currentId(), int(QuantizeWizard::kFinishedPage),
+                              scaled_ms(180000));
     probe.stop();
-    QVERIFY2(probe.maxGapMs() < 100,
+    QVERIFY2(probe.maxGapMs() < scaled_ms(100),
              qPrintable(QString("the event loop stalled for %1 ms").arg(probe.maxGapMs())));
     QVERIFY(QFileInfo(out).isFile());
     QVERIFY(w->finishedPage()->summaryText().contains("smol-q8_0.gguf"));
@@ -183,13 +185,13 @@ class QuantizeTest : public QObject {
     // Load: the wizard closes and the engine loads the new file.
     QSignalSpy loaded(m_bridge.get(), &EngineBridge::modelLoaded);
     w->finishedPage()->loadButton()->click();
-    QVERIFY(loaded.wait(120000));
+    QVERIFY(loaded.wait(scaled_ms(120000)));
     QCOMPARE(m_bridge->loadedModel().path, out);
     QCOMPARE(m_bridge->loadedModel().dtype, QString("q8_0"));
     m_bridge->unloadModel();
-    QTRY_VERIFY_WITH_TIMEOUT(!m_bridge->isLoaded(), 30000);
+    QTRY_VERIFY_WITH_TIMEOUT(!m_bridge->isLoaded(), scaled_ms(30000));
     m_window->models()->openModel(m_model);
-    QTRY_COMPARE_WITH_TIMEOUT(m_window->models()->currentModel().path, m_model, 30000);
+    QTRY_COMPARE_WITH_TIMEOUT(m_window->models()->currentModel().path, m_model, scaled_ms(30000));
   }
 
   void stop_leaves_nothing() {
@@ -202,7 +204,7 @@ class QuantizeTest : public QObject {
     connect(task, &QuantizeTask::progress, w->runPage()->stopButton(), &QPushButton::click,
             Qt::SingleShotConnection);
     runTo(w, "int8-w8a16", -1, out);
-    QVERIFY(finished.wait(60000));
+    QVERIFY(finished.wait(scaled_ms(60000)));
     const auto outcome = finished.first().first().value<QuantizeOutcome>();
     QCOMPARE(int(outcome.kind), int(QuantizeOutcome::Kind::kCancelled));
     QVERIFY(!QFileInfo::exists(out));
@@ -219,12 +221,12 @@ class QuantizeTest : public QObject {
     QSignalSpy progress(m_window->quantizeTask(), &QuantizeTask::progress);
     runTo(w, "q4_0", -1, out);
     w->close();
-    QTRY_VERIFY_WITH_TIMEOUT(m_window->quantizeWizard() == nullptr, 30000);
-    QTRY_VERIFY_WITH_TIMEOUT(progress.count() > 0 || finished.count() > 0, 60000);
+    QTRY_VERIFY_WITH_TIMEOUT(m_window->quantizeWizard() == nullptr, scaled_ms(30000));
+    QTRY_VERIFY_WITH_TIMEOUT(progress.count() > 0 || finished.count() > 0, scaled_ms(60000));
     auto* status = m_window->findChild<QLabel*>("jobStatus");
     QVERIFY(progress.count() == 0 || finished.count() > 0 ||
             status->text().contains("background-q4_0.gguf"));
-    QTRY_VERIFY_WITH_TIMEOUT(finished.count() > 0, 180000);
+    QTRY_VERIFY_WITH_TIMEOUT(finished.count() > 0, scaled_ms(180000));
     QCOMPARE(int(finished.first().first().value<QuantizeOutcome>().kind),
              int(QuantizeOutcome::Kind::kFinished));
     QVERIFY(QFileInfo(out).isFile());
@@ -245,7 +247,8 @@ class QuantizeTest : public QObject {
     w->outputPage()->setEvaluation(true, 128, 2);
     w->next();
     QCOMPARE(w->currentId(), int(QuantizeWizard::kRunPage));
-    QTRY_COMPARE_WITH_TIMEOUT(w->currentId(), int(QuantizeWizard::kFinishedPage), 240000);
+    QTRY_COMPARE_WITH_TIMEOUT(w->currentId(), int(QuantizeWizard::kFinishedPage),
+                              scaled_ms(240000));
     auto* card = w->finishedPage()->findChild<QLabel*>("qualityCard");
     QVERIFY2(card->property("measured").toBool(), qPrintable(card->text()));
     QVERIFY(card->text().contains("alice29.txt"));
@@ -255,7 +258,7 @@ class QuantizeTest : public QObject {
             {"eval", out, "--reference", m_model, "--text", text, "--ctx", "128", "--max-windows",
              "2", "--device", "cpu", "--threads",
              QString::number(std::max(1, QThread::idealThreadCount() - 1)), "--json"});
-    QVERIFY(p.waitForFinished(240000));
+    QVERIFY(p.waitForFinished(scaled_ms(240000)));
     QCOMPARE(p.exitCode(), 0);
     const QJsonObject cli = QJsonDocument::fromJson(p.readAllStandardOutput()).object();
     QCOMPARE(card->property("perplexity").toDouble(), cli["perplexity"].toDouble());
@@ -362,7 +365,7 @@ class QuantizeTest : public QObject {
     QuantizeWizard* w = m_window->openQuantizeWizard(tiny);
     QVERIFY(w != nullptr);
     QSignalSpy shown(w, &QuantizeWizard::candidatesShown);
-    QVERIFY(shown.wait(60000));
+    QVERIFY(shown.wait(scaled_ms(60000)));
     w->goalPage()->setGoal(QuantGoal::kSpecific);
     w->goalPage()->selectScheme("gptq", 4);
     if (!w->goalPage()->isComplete())
@@ -379,16 +382,16 @@ class QuantizeTest : public QObject {
     QCOMPARE(w->spec().format, QString("gptq"));
     QCOMPARE(w->spec().groupSize, 32);  // the largest of 128, 64, 32 that divides its 32 inputs
     w->next();
-    QTRY_COMPARE_WITH_TIMEOUT(w->currentId(), int(QuantizeWizard::kFinishedPage), 60000);
+    QTRY_COMPARE_WITH_TIMEOUT(w->currentId(), int(QuantizeWizard::kFinishedPage), scaled_ms(60000));
     QVERIFY(QFileInfo::exists(out + "/config.json"));
     QSignalSpy loaded(m_bridge.get(), &EngineBridge::modelLoaded);
     w->finishedPage()->loadButton()->click();
-    QVERIFY(loaded.wait(120000));
+    QVERIFY(loaded.wait(scaled_ms(120000)));
     QCOMPARE(m_bridge->loadedModel().path, out);
     m_bridge->unloadModel();
-    QTRY_VERIFY_WITH_TIMEOUT(!m_bridge->isLoaded(), 30000);
+    QTRY_VERIFY_WITH_TIMEOUT(!m_bridge->isLoaded(), scaled_ms(30000));
     m_window->models()->openModel(m_model);
-    QTRY_COMPARE_WITH_TIMEOUT(m_window->models()->currentModel().path, m_model, 30000);
+    QTRY_COMPARE_WITH_TIMEOUT(m_window->models()->currentModel().path, m_model, scaled_ms(30000));
   }
 
   void calibration_from_saved_conversations() {
@@ -488,9 +491,10 @@ class QuantizeTest : public QObject {
     QVERIFY(w != nullptr);
     const QString out = m_dir.filePath("compared-q4_0.gguf");
     runTo(w, "q4_0", -1, out);
-    QTRY_COMPARE_WITH_TIMEOUT(w->currentId(), int(QuantizeWizard::kFinishedPage), 180000);
+    QTRY_COMPARE_WITH_TIMEOUT(w->currentId(), int(QuantizeWizard::kFinishedPage),
+                              scaled_ms(180000));
     w->finishedPage()->compareButton()->click();
-    QTRY_VERIFY_WITH_TIMEOUT(m_window->quantizeWizard() == nullptr, 30000);
+    QTRY_VERIFY_WITH_TIMEOUT(m_window->quantizeWizard() == nullptr, scaled_ms(30000));
     QCOMPARE(m_window->pages()->currentWidget(), static_cast<QWidget*>(m_window->compare()));
     QCOMPARE(m_window->compare()->models(), (QStringList{m_model, out}));
   }
@@ -521,7 +525,7 @@ class QuantizeTest : public QObject {
     page->setGroupSize(100);
     w->next();
     QCOMPARE(w->currentId(), int(QuantizeWizard::kRunPage));
-    QVERIFY(finished.wait(60000));
+    QVERIFY(finished.wait(scaled_ms(60000)));
     const QString message = w->runPage()->banner()->text();
     QVERIFY2(message.contains("does not divide") && message.contains("576"), qPrintable(message));
     QVERIFY(!QFileInfo::exists(m_dir.filePath("int4-g100")));
@@ -532,21 +536,21 @@ class QuantizeTest : public QObject {
   void dropped_model_that_does_not_fit_offers_the_wizard() {
     // The default model fits: dropping it opens no wizard.
     QVERIFY(test::dropFile(m_window.get(), m_model));
-    QTRY_COMPARE_WITH_TIMEOUT(m_window->models()->currentModel().path, m_model, 30000);
+    QTRY_COMPARE_WITH_TIMEOUT(m_window->models()->currentModel().path, m_model, scaled_ms(30000));
     QTest::qWait(200);
     QVERIFY(m_window->quantizeWizard() == nullptr);
     // Llama-3.1-70B (config.json only: 141 GB in 16 bits) does not fit: the wizard opens for it,
     // and says why it cannot plan a config without weights.
     const QString big = QStringLiteral(LATHE_CONFIGS "/llama-3.1-70b");
     QVERIFY(test::dropFile(m_window.get(), big));
-    QTRY_VERIFY_WITH_TIMEOUT(m_window->quantizeWizard() != nullptr, 30000);
+    QTRY_VERIFY_WITH_TIMEOUT(m_window->quantizeWizard() != nullptr, scaled_ms(30000));
     QCOMPARE(m_window->quantizeWizard()->modelPath(), big);
     auto* status = m_window->quantizeWizard()->findChild<QLabel*>("candidateStatus");
-    QTRY_VERIFY_WITH_TIMEOUT(status->text().startsWith("Cannot plan"), 30000);
+    QTRY_VERIFY_WITH_TIMEOUT(status->text().startsWith("Cannot plan"), scaled_ms(30000));
     QVERIFY(!m_window->quantizeWizard()->goalPage()->isComplete());
     closeWizard();
     m_window->models()->openModel(m_model);
-    QTRY_COMPARE_WITH_TIMEOUT(m_window->models()->currentModel().path, m_model, 30000);
+    QTRY_COMPARE_WITH_TIMEOUT(m_window->models()->currentModel().path, m_model, scaled_ms(30000));
   }
 
   void full_disk_is_refused_before_work() {
@@ -563,7 +567,7 @@ class QuantizeTest : public QObject {
     QVERIFY(w != nullptr);
     QSignalSpy finished(m_window->quantizeTask(), &QuantizeTask::finished);
     runTo(w, "q8_0", -1, small + "/out.gguf");
-    QVERIFY(finished.wait(60000));
+    QVERIFY(finished.wait(scaled_ms(60000)));
     const QString message = w->runPage()->banner()->text();
     QVERIFY2(message.contains("not enough disk space"), qPrintable(message));
   }
