@@ -4,6 +4,7 @@
 #pragma once
 
 #include <QCoreApplication>
+#include <QCryptographicHash>
 #include <QElapsedTimer>
 #include <QFileInfo>
 #include <QSettings>
@@ -20,11 +21,15 @@ namespace lathe::ui::test {
 inline void isolateSettings(const QTemporaryDir& dir) {
   QStandardPaths::setTestModeEnabled(true);
   QCoreApplication::setOrganizationName(QStringLiteral("LatheTest"));
-  // One data folder per test executable (QStandardPaths' test mode is per user, not per process):
-  // executables that CTest runs side by side never see each other's saved files.
-  QCoreApplication::setApplicationName(
-      QStringLiteral("Lathe Studio Test ") +
-      QFileInfo(QCoreApplication::applicationFilePath()).baseName());
+  // One data folder per test executable file (QStandardPaths' test mode is per user, not per
+  // process): executables that CTest runs side by side never see each other's saved files, nor do
+  // the same test of two build trees (worktrees) run at once. The folder outlives the run.
+  const QString exe = QCoreApplication::applicationFilePath();
+  const QByteArray where =
+      QCryptographicHash::hash(exe.toUtf8(), QCryptographicHash::Sha1).toHex().left(8);
+  QCoreApplication::setApplicationName(QStringLiteral("Lathe Studio Test ") +
+                                       QFileInfo(exe).baseName() + ' ' +
+                                       QString::fromLatin1(where));
   QSettings::setDefaultFormat(QSettings::IniFormat);
   QSettings::setPath(QSettings::IniFormat, QSettings::UserScope,
                      dir.filePath(QStringLiteral("settings")));
