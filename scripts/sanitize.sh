@@ -7,6 +7,7 @@
 #                                       tests' targets are built)
 # Any sanitizer report fails its test: ASan and UBSan abort at the first error, LeakSanitizer
 # reports leaks at exit (scripts/sanitizers/lsan.supp lists third-party leaks ignored).
+# Time limits are 10 times the normal ones (LATHE_TEST_TIME_SCALE below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_DIR=${CCACHE_DIR:-$HOME/.cache/lathe/ccache} CCACHE_BASEDIR=$PWD
