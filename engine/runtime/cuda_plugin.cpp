@@ -204,6 +204,12 @@ Result<std::unique_ptr<ModelRunner>> create_model_runner(const LoadedModel& mode
   return p.api->create_model_runner(model, options);
 }
 
+Result<std::unique_ptr<CalibOps>> create_calib_ops(int32_t device) {
+  const PluginStatus& p = plugin();
+  if (p.api == nullptr) return unsupported(p.message);
+  return p.api->create_calib_ops(device);
+}
+
 CudaSwitches switches_from_environment(std::vector<std::string>* warnings) {
   const PluginStatus& p = plugin();
   if (p.api == nullptr) return CudaSwitches{};

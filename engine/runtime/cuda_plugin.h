@@ -53,6 +53,9 @@ Result<CudaDeviceProperties> properties(int32_t device);
 // The CUDA model runner (cuda_runner_factory.h's create_cuda_model_runner, in the plugin).
 Result<std::unique_ptr<ModelRunner>> create_model_runner(const LoadedModel& model,
                                                          const CudaRunnerOptions& options);
+// The CUDA implementation of a calibrated quantization's arithmetic (engine/quant/calib_ops.h) on
+// `device`; without a loaded plugin, kUnsupported with the plugin's message.
+Result<std::unique_ptr<CalibOps>> create_calib_ops(int32_t device);
 // The backend's A/B switches set in the environment (cuda_switches.h); defaults without a plugin.
 CudaSwitches switches_from_environment(std::vector<std::string>* warnings);
 

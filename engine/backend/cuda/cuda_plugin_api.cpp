@@ -29,6 +29,7 @@ const CudaPluginApi kApi = {
     .device_properties = &cuda_device_properties,
     .create_model_runner = &create_cuda_model_runner,
     .switches_from_environment = &cuda_switches_from_environment,
+    .create_calib_ops = &create_cuda_calib_ops,
 };
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend/cuda/cuda_calib_ops.h"
 #include "engine/backend/cuda/cuda_runner_factory.h"
 #include "engine/core/status.h"
 #include "engine/runtime/model_runner.h"
@@ -24,8 +25,9 @@ struct LoadedModel;
 // Bump when a member of CudaPluginApi or a type it passes (CudaRunnerOptions, CudaDeviceProperties,
 // ModelRunner, LoadedModel, ...) changes in a way an older plugin would misread.
 // 3: CudaRunnerOptions switches, context; 4: SamplingRow::constraint (masks the runner looks up),
-// CudaRunnerOptions::mask_cache_slots and the mask switches.
-inline constexpr uint32_t kCudaPluginAbiVersion = 4;
+// CudaRunnerOptions::mask_cache_slots and the mask switches; 5: create_calib_ops (CalibOps,
+// engine/quant/calib_ops.h).
+inline constexpr uint32_t kCudaPluginAbiVersion = 5;
 // The exported symbol (extern "C") and the file name the loader looks for.
 inline constexpr const char* kCudaPluginEntryPoint = "lathe_cuda_plugin_api";
 inline constexpr const char* kCudaPluginFileName = "liblathe_cuda.so";
@@ -50,6 +52,8 @@ struct CudaPluginApi {
   // cuda_switches_from_environment() (cuda_switches.h): the LATHE_CUDA_* switches set in the
   // environment, with a warning per value ignored.
   CudaSwitches (*switches_from_environment)(std::vector<std::string>* warnings);
+  // create_cuda_calib_ops() (cuda_calib_ops.h): `lathe quantize`'s heavy arithmetic on `device`.
+  Result<std::unique_ptr<CalibOps>> (*create_calib_ops)(int32_t device);
 };
 
 }  // namespace lathe
