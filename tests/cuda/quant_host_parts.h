@@ -108,13 +108,15 @@ inline HostPart repacked_gguf_part(DType type, int64_t n, int64_t k, uint32_t se
   return h;
 }
 
-// A k-quant part as the upload stores it: Q4_K / Q5_K blocks as they are, Q6_K split into
-// 208-byte slots and the d array (gguf_repack.h); random bytes or quantized random floats.
+// A k-quant part as the upload stores it (kquant_device_part): Q4_K blocks as they are, Q5_K with its
+// high bits in unit order, Q6_K split into 208-byte slots and the d array (gguf_repack.h), Q4_1 /
+// Q5_0 / Q5_1 / Q2_K / Q3_K in the unit layout (gguf_units.h); random bytes or quantized random
+// floats. A row of 32-weight blocks is k / 32 blocks.
 inline HostPart kquant_part(DType type, int64_t n, int64_t k, uint32_t seed, bool random_bytes) {
   const std::vector<uint8_t> blocks =
       random_bytes ? random_kquant_blocks(type, n, k, seed) : gguf_blocks(type, n, k, seed);
   HostPart h;
-  const int64_t row_bytes = k / 256 * dtype_info(type).block_bytes;
+  const int64_t row_bytes = k / dtype_info(type).block_size * dtype_info(type).block_bytes;
   h.dense.resize(static_cast<size_t>(n * k));
   for (int64_t r = 0; r < n; ++r)
     dequantize_row(type, blocks.data() + r * row_bytes, h.dense.data() + r * k, k);
