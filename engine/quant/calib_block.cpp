@@ -4,14 +4,18 @@
 #include <cmath>
 
 #include "engine/backend/cpu/cpu_ops.h"
-#include "engine/core/strings.h"
-#include "engine/core/thread_pool.h"
+#include "engine/quant/calib_ops.h"
 
 namespace lathe {
 namespace {
 
 constexpr int64_t kMlpChunkRows = 1024;
-constexpr int64_t kHessianChunkRows = 1024;
+
+// The CPU's CalibOps (stateless), until the block takes the job's own.
+CalibOps& cpu_ops() {
+  static const std::unique_ptr<CalibOps> ops = make_cpu_calib_ops();
+  return *ops;
+}
 
 Result<CalibLinear> read_linear(const QuantSource& s, const std::string& name,
                                 const std::string& bias_name) {
@@ -83,8 +87,7 @@ void CalibBlock::norm(const float* x, const std::vector<float>& weight, float* o
 }
 
 void CalibBlock::linear(const float* x, int64_t rows_x, const CalibLinear& l, float* y) const {
-  const TensorView w = make_view(DType::kF32, {l.n, l.k}, l.w.data());
-  cpu::linear(x, rows_x, w, l.bias.empty() ? nullptr : l.bias.data(), y, ThreadPool::global());
+  (void)cpu_ops().linear(x, rows_x, l, y);
 }
 
 void CalibBlock::attention(const BlockTensors& t, std::vector<float>& q, std::vector<float>& k,
@@ -97,43 +100,8 @@ void CalibBlock::attention(const BlockTensors& t, std::vector<float>& q, std::ve
   }
   cpu::rope(q.data(), layout_.positions.data(), r, nh, hd, inv_freq_, c_.rope_style);
   cpu::rope(k.data(), layout_.positions.data(), r, nkv, hd, inv_freq_, c_.rope_style);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int64_t group = nh / nkv, window = c_.sliding_window;
-  const int64_t tasks = layout_.num_samples() * nh;
-  ThreadPool::global().parallel_for(tasks, [&](int64_t t0, int64_t t1) {
-    std::vector<float> score;
-    for (int64_t task = t0; task < t1; ++task) {
-      const int64_t s = task / nh, h = task % nh, kvh = h / group;
-      const int64_t b = layout_.start[static_cast<size_t>(s)];
-      const int64_t len = layout_.start[static_cast<size_t>(s) + 1] - b;
-      score.resize(static_cast<size_t>(len));
-      for (int64_t i = 0; i < len; ++i) {
-        const float* qi = q.data() + ((b + i) * nh + h) * hd;
-        const int64_t j0 = window > 0 ? std::max<int64_t>(0, i - window + 1) : 0;
-        float m = -INFINITY;
-        for (int64_t j = j0; j <= i; ++j) {
-          const float* kj = k.data() + ((b + j) * nkv + kvh) * hd;
-          float d = 0.f;
-          for (int64_t e = 0; e < hd; ++e) d += qi[e] * kj[e];
-          score[static_cast<size_t>(j)] = d * scale;
-          m = std::max(m, d * scale);
-        }
-        float sum = 0.f;
-        for (int64_t j = j0; j <= i; ++j) {
-          const float e = std::exp(score[static_cast<size_t>(j)] - m);
-          score[static_cast<size_t>(j)] = e;
-          sum += e;
-        }
-        float* o = out + ((b + i) * nh + h) * hd;
-        std::fill(o, o + hd, 0.f);
-        for (int64_t j = j0; j <= i; ++j) {
-          const float* vj = v.data() + ((b + j) * nkv + kvh) * hd;
-          const float p = score[static_cast<size_t>(j)] / sum;
-          for (int64_t e = 0; e < hd; ++e) o[e] += p * vj[e];
-        }
-      }
-    }
-  });
+  const CalibAttentionShape shape{nh, nkv, hd, c_.sliding_window};
+  (void)cpu_ops().attention(layout_, shape, q.data(), k.data(), v.data(), out);
 }
 
 void CalibBlock::mlp_act(const float* h2, const CalibLinear& gate, const CalibLinear& up,
@@ -155,27 +123,7 @@ Result<std::vector<double>> CalibBlock::hessian(const float* x, int64_t k) const
 }
 
 Result<std::vector<double>> CalibBlock::hessian(const float* x, int64_t n, int64_t k) const {
-  for (int64_t i = 0; i < n * k; ++i)
-    if (!std::isfinite(x[i]))
-      return invalid_argument(strformat(
-          "calibration activations are not finite (row %lld, feature %lld): the source weights "
-          "overflow on this text",
-          static_cast<long long>(i / k), static_cast<long long>(i % k)));
-  std::vector<double> sum(static_cast<size_t>(k * k), 0.0);
-  std::vector<float> xt, y(static_cast<size_t>(k * k));
-  for (int64_t r0 = 0; r0 < n; r0 += kHessianChunkRows) {
-    const int64_t m = std::min(kHessianChunkRows, n - r0);
-    xt.resize(static_cast<size_t>(k * m));
-    for (int64_t r = 0; r < m; ++r)
-      for (int64_t j = 0; j < k; ++j) xt[static_cast<size_t>(j * m + r)] = x[(r0 + r) * k + j];
-    // y[a, b] = sum over the chunk's rows of x[., a] x[., b]: x^T times (x^T)^T.
-    const TensorView w = make_view(DType::kF32, {k, m}, xt.data());
-    cpu::linear(xt.data(), k, w, nullptr, y.data(), ThreadPool::global());
-    for (size_t i = 0; i < sum.size(); ++i) sum[i] += y[i];
-  }
-  const double f = n > 0 ? 2.0 / static_cast<double>(n) : 0.0;
-  for (double& v : sum) v *= f;
-  return sum;
+  return cpu_ops().hessian(x, n, k);
 }
 
 void CalibBlock::forward(const BlockTensors& t, float* x) const {
