@@ -124,7 +124,7 @@ class CudaGgufQuantTest : public QObject {
       QVERIFY(out.download<uint16_t>(static_cast<size_t>(n * k)) ==
               encode16(DType::kBF16, h.dense));
     }
-    for (int64_t m : {1, 2, 3, 5, 8, 16, 64}) {
+    for (int64_t m : {1, 2, 3, 5, 8, 16, 64, 256}) {
       expect_linear({&h}, m, m <= 8 ? n : n / 2 + 1, m <= 8 ? 2e-3 : 1e-2, QTest::currentDataTag());
       if (QTest::currentTestFailed()) return;
     }
