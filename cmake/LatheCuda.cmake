@@ -18,10 +18,12 @@ if(NOT LATHE_CUDA STREQUAL "OFF")
     find_package(CUDAToolkit REQUIRED)
     set(LATHE_WITH_CUDA ON)
     # NVIDIA's apt packages (developer.download.nvidia.com/compute/cuda/repos/debian12) of the
-    # runtime libraries the plugin links: libcudart.so.N and libcublas.so.N + libcublasLt.so.N.
+    # runtime libraries the plugin links: libcudart.so.N, libcublas.so.N + libcublasLt.so.N and
+    # libcusolver (GPTQ's factorizations; it needs libcusparse and libnvJitLink).
     # The lathe-cuda package depends on them; the plugin loader names them when one is missing.
     set(_cuda_mm "${CUDAToolkit_VERSION_MAJOR}-${CUDAToolkit_VERSION_MINOR}")
-    set(LATHE_CUDA_RUNTIME_DEBS "cuda-cudart-${_cuda_mm}" "libcublas-${_cuda_mm}")
+    set(LATHE_CUDA_RUNTIME_DEBS "cuda-cudart-${_cuda_mm}" "libcublas-${_cuda_mm}"
+        "libcusolver-${_cuda_mm}" "libcusparse-${_cuda_mm}" "libnvjitlink-${_cuda_mm}")
   elseif(LATHE_CUDA STREQUAL "ON")
     message(FATAL_ERROR "LATHE_CUDA=ON but no CUDA compiler was found. Install the CUDA toolkit "
                         "(nvcc in /usr/local/cuda/bin) or configure with -DLATHE_CUDA=OFF.")

@@ -8,7 +8,8 @@
 #                --device cuda there says what is missing.
 #   lathe-cuda   CUDA builds: the plugin liblathe_cuda.so alone, next to liblathe_engine.so. Depends
 #                on lathe of the same version; each CUDA library it links belongs to a declared NVIDIA
-#                package (libcudart.so.N: cuda-cudart-N-M, libcublas(Lt).so.N: libcublas-N-M), every
+#                package (libcudart.so.N: cuda-cudart-N-M, libcublas(Lt).so.N: libcublas-N-M,
+#                libcusolver.so.*: libcusolver-N-M of the toolkit's N, whose soname differs), every
 #                other one to lathe or a declared Debian package; extracted next to lathe, the
 #                engine finds it.
 #
@@ -154,6 +155,8 @@ if [ -n "$CUDA_DEB" ]; then
   CDEPENDS=$(dpkg-deb --field "$CUDA_DEB" Depends)
   echo "check-deb: lathe-cuda Depends: $CDEPENDS"
   CDEP_NAMES=$(dep_names "$CDEPENDS")
+  # The toolkit's major version (cuda-cudart-N-M); cuSOLVER's soname does not carry it.
+  CUDA_MAJOR=$(grep -oE '^cuda-cudart-[0-9]+' <<< "$CDEP_NAMES" | head -1 | sed 's/^cuda-cudart-//' || true)
   grep -qE "(^|, )lathe \(= $VERSION\)(,|$)" <<< "$CDEPENDS" || fail "lathe-cuda does not depend on lathe (= $VERSION)"
   contents "$CUDA_DEB" >"$WORK/cuda-contents"
   grep -qx "$PRIVATE_DIR/liblathe_cuda.so" "$WORK/cuda-contents" || fail "lathe-cuda lacks $PRIVATE_DIR/liblathe_cuda.so (next to liblathe_engine.so)"
@@ -169,6 +172,7 @@ if [ -n "$CUDA_DEB" ]; then
       liblathe_engine.so) grep -qx lathe <<< "$CDEP_NAMES" || fail "lathe-cuda links $lib but does not depend on lathe"; continue ;;
       libcudart.so.*) want="cuda-cudart-${lib##*.so.}" ;;
       libcublas.so.*|libcublasLt.so.*) want="libcublas-${lib##*.so.}" ;;
+      libcusolver.so.*) want="libcusolver-$CUDA_MAJOR" ;;
       *) want="" ;;
     esac
     owner=$(lib_owner "$plugin" "$lib")
@@ -182,6 +186,10 @@ if [ -n "$CUDA_DEB" ]; then
     fi
     if [ -z "$owner" ]; then fail "lathe-cuda links $lib, which no Debian package provides"; continue; fi
     grep -qx "$owner" <<< "$CDEP_NAMES" || fail "lathe-cuda links $lib from $owner, which Depends does not declare"
+  done
+  # cuSOLVER's own libraries (the plugin does not link them itself): NVIDIA packages too.
+  for pkg in $(grep -E '^(libcusparse|libnvjitlink)-[0-9]+-[0-9]+$' <<< "$CDEP_NAMES" || true); do
+    NVIDIA_DEBS="$NVIDIA_DEBS $pkg"
   done
   # Declared packages: Debian ones must be in apt; NVIDIA's only when its repository is configured.
   if command -v apt-cache >/dev/null; then

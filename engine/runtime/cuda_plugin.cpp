@@ -63,7 +63,7 @@ std::string missing_library(const std::string& dl_error) {
 }
 
 bool is_cuda_library(const std::string& name) {
-  for (const char* prefix : {"libcuda", "libcublas", "libnv"})
+  for (const char* prefix : {"libcuda", "libcublas", "libcusolver", "libcusparse", "libnv"})
     if (starts_with(name, prefix)) return true;
   return false;
 }

@@ -63,7 +63,7 @@ for b in "${bins[@]}" "$BUILD/lib/liblathe_engine.so" "$BUILD/lib/liblathe_cuda.
   case "$(basename "$lib")" in
     libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libstdc++.so*|libgcc_s.so*) ;;
     liblathe_*) ;;
-    libcuda*|libcublas*|libcudart*|libnvrtc*|libnvJitLink*) ;;
+    libcuda*|libcublas*|libcudart*|libcusolver*|libcusparse*|libnvrtc*|libnvJitLink*) ;;
     *) cp -L "$lib" "$STAGE/lib/" ;;
   esac
 done
