@@ -1,12 +1,16 @@
 // `lathe quantize MODEL --scheme S --output OUT [--bits B] [--group-size G] [--sym|--asym]
 // [--format F] [--desc-act] [--damp-percent P] [--calibration FILE] [--num-samples N]
-// [--seq-len L] [--holdout-samples H] [--restart] [--force] [--shard-size SIZE]`: quantization of
-// a Hugging Face folder or a GGUF file, calibrated for gptq and awq (engine/quant/quantize_model.h
-// does the work; this file parses flags and prints progress). Per-layer progress with an ETA goes
-// to stderr; Ctrl-C stops cleanly and leaves nothing under OUT (gptq and awq keep their finished
-// blocks in OUT.partial, and the same command resumes from there). Errors: one line, exit code 1;
-// interrupted: exit code 130. LATHE_QUANTIZE_STOP_AFTER_LAYERS=N (a test hook) stops gptq / awq as
-// if interrupted once N blocks are saved.
+// [--seq-len L] [--holdout-samples H] [--device D] [--load-format auto|dummy] [--no-resume]
+// [--restart] [--force] [--shard-size SIZE]`: quantization of a Hugging Face folder or a GGUF
+// file, calibrated for gptq and awq on the CPU or a GPU (--device), or of random weights of a
+// config's shape (--load-format dummy, for speed measurements) (engine/quant/quantize_model.h does
+// the work; this file parses flags and prints progress). Per-layer progress with an ETA, where the
+// work runs and the GPU's peak memory goes to stderr; Ctrl-C stops cleanly and leaves nothing
+// under OUT (gptq and awq keep their finished blocks in OUT.partial, and the same command resumes
+// from there). The last line of a finished run is "lathe quantize: peak memory: host RSS X[, device
+// Y]" (scripts/gpu/quantize-bench.sh reads it). Errors: one line, exit code 1; interrupted: exit
+// code 130. LATHE_QUANTIZE_STOP_AFTER_LAYERS=N (a test hook) stops gptq / awq as if interrupted
+// once N blocks are finished.
 #include <CLI/CLI.hpp>
 
 #include <atomic>
@@ -15,6 +19,8 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+
+#include <sys/resource.h>
 
 #include "app/commands.h"
 #include "engine/core/strings.h"
@@ -38,6 +44,9 @@ struct QuantizeFlags {
   int num_samples = 128;
   int seq_len = 512;
   int holdout_samples = -1;
+  std::string device = "auto";
+  std::string load_format = "auto";
+  bool no_resume = false;
   bool restart = false;
   bool force = false;
   std::string shard_size = "5GiB";
@@ -46,6 +55,13 @@ struct QuantizeFlags {
 std::atomic<bool> g_cancel{false};
 void on_sigint(int) {
   g_cancel.store(true);
+}
+
+// The process's peak resident set so far, bytes.
+int64_t peak_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<int64_t>(u.ru_maxrss) * 1024;  // Linux: KiB
 }
 
 std::string seconds_text(double s) {
@@ -75,6 +91,9 @@ int run_quantize(const QuantizeFlags& f) {
   r.calibration.seq_len = f.seq_len;
   r.holdout_samples = f.holdout_samples;
   r.restart = f.restart;
+  r.device = f.device;
+  r.load_format = f.load_format == "dummy" ? LoadFormat::kDummy : LoadFormat::kAuto;
+  r.resumable = !f.no_resume;
   if (const char* stop = std::getenv("LATHE_QUANTIZE_STOP_AFTER_LAYERS"); stop != nullptr)
     r.stop_after_layers = std::atoll(stop);
   r.force = f.force;
@@ -93,14 +112,34 @@ int run_quantize(const QuantizeFlags& f) {
                std::string(dtype_name(job.source().weight_dtype())).c_str(), f.output.c_str());
   std::fprintf(stderr, "  scheme: %s; output about %s\n", job.scheme().description().c_str(),
                format_bytes(static_cast<double>(job.expected_bytes())).c_str());
+  if (job.source().is_dummy())
+    std::fprintf(stderr,
+                 "  weights: random (--load-format dummy), generated as they are read; %s\n",
+                 job.scheme().needs_calibration()
+                     ? "no tokenizer: calibration on random token ids, no tokenizer files copied "
+                       "to the output unless the folder has them"
+                     : "no tokenizer read; tokenizer files are copied only if the folder has them");
+  if (job.scheme().needs_calibration()) {
+    std::fprintf(stderr, "  device: %s%s%s%s\n", job.device_name().c_str(),
+                 job.device_choice().empty() ? "" : " (", job.device_choice().c_str(),
+                 job.device_choice().empty() ? "" : ")");
+  } else if (f.device != "auto" && f.device != "cpu") {
+    std::fprintf(stderr, "  device: the CPU (--device %s applies to gptq and awq only)\n",
+                 f.device.c_str());
+  }
   if (job.scheme().needs_calibration()) {
     const CalibrationSet& cal = job.calibration();
     if (!job.calibration_choice().empty())
       std::fprintf(stderr, "  calibration set: %s\n", job.calibration_choice().c_str());
-    std::fprintf(stderr, "  calibration: %zu samples, %lld tokens from %s (%s)\n",
-                 cal.samples.size(), static_cast<long long>(cal.num_tokens()), cal.origin.c_str(),
-                 calibration_format_name(cal.format));
-    if (job.checkpointed_layers() > 0 && !f.restart)
+    if (cal.format == CalibrationFormat::kRandom) {
+      std::fprintf(stderr, "  calibration: %zu samples, %lld tokens of random token ids\n",
+                   cal.samples.size(), static_cast<long long>(cal.num_tokens()));
+    } else {
+      std::fprintf(stderr, "  calibration: %zu samples, %lld tokens from %s (%s)\n",
+                   cal.samples.size(), static_cast<long long>(cal.num_tokens()), cal.origin.c_str(),
+                   calibration_format_name(cal.format));
+    }
+    if (job.checkpointed_layers() > 0 && !f.restart && !f.no_resume)
       std::fprintf(
           stderr, "  resuming: %s holds blocks 0-%lld of this job (--restart starts afresh)\n",
           job.checkpoint_folder().c_str(), static_cast<long long>(job.checkpointed_layers() - 1));
@@ -119,6 +158,9 @@ int run_quantize(const QuantizeFlags& f) {
         if (p.layer_resumed) extra += ", read back from the work folder";
         if (p.holdout_ratio >= 0)
           extra += strformat(", held-out error %.2fx RTN's", p.holdout_ratio);
+        if (!p.device.empty()) extra += ", on " + p.device;
+        if (p.peak_device_bytes > 0)
+          extra += ", peak device memory " + format_bytes(static_cast<double>(p.peak_device_bytes));
         std::fprintf(
             stderr, "  [%3lld%%] %s done, %s elapsed, ETA %s%s\n",
             static_cast<long long>(100 * p.tensors_done / std::max<int64_t>(1, p.tensors_total)),
@@ -143,6 +185,12 @@ int run_quantize(const QuantizeFlags& f) {
   if (!q.holdout_message.empty())
     std::fprintf(stderr, "%s%s\n", q.holdout_warning ? "lathe quantize: " : "  ",
                  q.holdout_message.c_str());
+  std::string peak = "lathe quantize: peak memory: host RSS " +
+                     format_bytes(static_cast<double>(peak_rss_bytes()));
+  if (!q.device.empty() && q.device.rfind("cpu", 0) != 0)  // a GPU
+    peak += ", device " + format_bytes(static_cast<double>(q.peak_device_bytes)) + " (" + q.device +
+            ")";
+  std::fprintf(stderr, "%s\n", peak.c_str());
   return 0;
 }
 
@@ -157,7 +205,8 @@ void register_quantize(CLI::App& app, int* exit_code) {
       "q4_0). An interrupted gptq/awq run keeps its finished layers in OUT.partial; the same "
       "command resumes from them");
   cmd->add_option("model", f->model,
-                  "the source: a Hugging Face folder (F32/F16/BF16 safetensors) or a GGUF file")
+                  "the source: a Hugging Face folder (F32/F16/BF16 safetensors) or a GGUF file; "
+                  "with --load-format dummy a folder holding a config.json")
       ->required();
   cmd->add_option("-o,--output", f->output,
                   "where to write: a folder for HF formats, a .gguf file for GGUF types")
@@ -192,6 +241,20 @@ void register_quantize(CLI::App& app, int* exit_code) {
   cmd->add_option("--holdout-samples", f->holdout_samples,
                   "gptq, awq: calibration samples kept out of the fit to check, per block, that "
                   "the method beats round-to-nearest on them (default: 1 in 16; 0: no check)");
+  cmd->add_option("--device", f->device,
+                  "gptq, awq: where the calibration runs: auto (CUDA device 0 when usable, else "
+                  "the CPU), cpu, cuda, or cuda:N. The other schemes quantize on the CPU and "
+                  "ignore it")
+      ->capture_default_str();
+  cmd->add_option("--load-format", f->load_format,
+                  "auto (read MODEL's weights), or dummy: MODEL is a folder with a config.json "
+                  "(e.g. benchmarks/configs/llama-3.1-8b) and the weights are random, generated "
+                  "as read (speed measurements; gptq/awq calibrate on random token ids)")
+      ->check(CLI::IsMember({"auto", "dummy"}))
+      ->capture_default_str();
+  cmd->add_flag("--no-resume", f->no_resume,
+                "gptq, awq: keep no OUT.partial work folder (an interrupted run starts over); "
+                "the run needs about half the disk");
   cmd->add_flag("--restart", f->restart,
                 "gptq, awq: discard OUT.partial, the finished blocks of an interrupted run (by "
                 "default the same command resumes from them), and start from block 0");

@@ -11,12 +11,6 @@ namespace {
 
 constexpr int64_t kMlpChunkRows = 1024;
 
-// The CPU's CalibOps (stateless), until the block takes the job's own.
-CalibOps& cpu_ops() {
-  static const std::unique_ptr<CalibOps> ops = make_cpu_calib_ops();
-  return *ops;
-}
-
 Result<CalibLinear> read_linear(const QuantSource& s, const std::string& name,
                                 const std::string& bias_name) {
   CalibLinear l;
@@ -63,10 +57,9 @@ Result<BlockTensors> read_block_tensors(const QuantSource& s, int64_t layer) {
 
 Result<std::vector<float>> calib_embeddings(const QuantSource& source,
                                             const std::vector<std::vector<TokenId>>& samples) {
-  const TensorView* found = source.model().weights.find("token_embd");
-  if (found == nullptr) return not_found("the source has no token_embd tensor");
-  const TensorView table = *found;
-  const int64_t vocab = table.dim(0), hidden = table.dim(1);
+  const std::vector<int64_t> shape = source.shape("token_embd");
+  if (shape.size() != 2) return not_found("the source has no token_embd tensor");
+  const int64_t vocab = shape[0];
   std::vector<TokenId> ids;
   for (const auto& s : samples) ids.insert(ids.end(), s.begin(), s.end());
   for (TokenId id : ids)
@@ -74,24 +67,22 @@ Result<std::vector<float>> calib_embeddings(const QuantSource& source,
       return invalid_argument("calibration token id " + std::to_string(id) +
                               " is outside the model's vocabulary of " + std::to_string(vocab) +
                               " embeddings; the tokenizer does not match the weights");
-  std::vector<float> x(ids.size() * static_cast<size_t>(hidden));
-  cpu::embedding(table, ids.data(), static_cast<int64_t>(ids.size()), x.data());
-  return x;
+  return source.read_rows("token_embd", ids);
 }
 
-CalibBlock::CalibBlock(const ModelConfig& config, const CalibLayout& layout)
-    : c_(config), layout_(layout), inv_freq_(cpu::rope_inv_freq(config)) {}
+CalibBlock::CalibBlock(const ModelConfig& config, const CalibLayout& layout, CalibOps& ops)
+    : c_(config), layout_(layout), inv_freq_(cpu::rope_inv_freq(config)), ops_(&ops) {}
 
 void CalibBlock::norm(const float* x, const std::vector<float>& weight, float* out) const {
   cpu::rms_norm(x, weight.data(), rows(), c_.hidden_size, static_cast<float>(c_.rms_norm_eps), out);
 }
 
-void CalibBlock::linear(const float* x, int64_t rows_x, const CalibLinear& l, float* y) const {
-  (void)cpu_ops().linear(x, rows_x, l, y);
+Status CalibBlock::linear(const float* x, int64_t rows_x, const CalibLinear& l, float* y) const {
+  return ops_->linear(x, rows_x, l, y);
 }
 
-void CalibBlock::attention(const BlockTensors& t, std::vector<float>& q, std::vector<float>& k,
-                           const std::vector<float>& v, float* out) const {
+Status CalibBlock::attention(const BlockTensors& t, std::vector<float>& q, std::vector<float>& k,
+                             const std::vector<float>& v, float* out) const {
   const int64_t r = rows(), hd = c_.head_dim, nh = c_.num_heads, nkv = c_.num_kv_heads;
   const float eps = static_cast<float>(c_.rms_norm_eps);
   if (!t.q_norm.empty()) {
@@ -101,21 +92,22 @@ void CalibBlock::attention(const BlockTensors& t, std::vector<float>& q, std::ve
   cpu::rope(q.data(), layout_.positions.data(), r, nh, hd, inv_freq_, c_.rope_style);
   cpu::rope(k.data(), layout_.positions.data(), r, nkv, hd, inv_freq_, c_.rope_style);
   const CalibAttentionShape shape{nh, nkv, hd, c_.sliding_window};
-  (void)cpu_ops().attention(layout_, shape, q.data(), k.data(), v.data(), out);
+  return ops_->attention(layout_, shape, q.data(), k.data(), v.data(), out);
 }
 
-void CalibBlock::mlp_act(const float* h2, const CalibLinear& gate, const CalibLinear& up,
-                         float* m) const {
+Status CalibBlock::mlp_act(const float* h2, const CalibLinear& gate, const CalibLinear& up,
+                           float* m) const {
   const int64_t ff = gate.n, hidden = gate.k;
   std::vector<float> g, u;
   for (int64_t r0 = 0; r0 < rows(); r0 += kMlpChunkRows) {
     const int64_t n = std::min(kMlpChunkRows, rows() - r0);
     g.resize(static_cast<size_t>(n * ff));
     u.resize(static_cast<size_t>(n * ff));
-    linear(h2 + r0 * hidden, n, gate, g.data());
-    linear(h2 + r0 * hidden, n, up, u.data());
+    LATHE_RETURN_IF_ERROR(linear(h2 + r0 * hidden, n, gate, g.data()));
+    LATHE_RETURN_IF_ERROR(linear(h2 + r0 * hidden, n, up, u.data()));
     cpu::swiglu(g.data(), u.data(), m + r0 * ff, n * ff);
   }
+  return Status::ok();
 }
 
 Result<std::vector<double>> CalibBlock::hessian(const float* x, int64_t k) const {
@@ -123,30 +115,31 @@ Result<std::vector<double>> CalibBlock::hessian(const float* x, int64_t k) const
 }
 
 Result<std::vector<double>> CalibBlock::hessian(const float* x, int64_t n, int64_t k) const {
-  return cpu_ops().hessian(x, n, k);
+  return ops_->hessian(x, n, k);
 }
 
-void CalibBlock::forward(const BlockTensors& t, float* x) const {
+Status CalibBlock::forward(const BlockTensors& t, float* x) const {
   const int64_t n = rows(), hidden = c_.hidden_size;
   std::vector<float> h(static_cast<size_t>(n * hidden));
   norm(x, t.attn_norm, h.data());
   std::vector<float> q(static_cast<size_t>(n * t.q.n)), k(static_cast<size_t>(n * t.k.n)),
       v(static_cast<size_t>(n * t.v.n));
-  linear(h.data(), n, t.q, q.data());
-  linear(h.data(), n, t.k, k.data());
-  linear(h.data(), n, t.v, v.data());
+  LATHE_RETURN_IF_ERROR(linear(h.data(), n, t.q, q.data()));
+  LATHE_RETURN_IF_ERROR(linear(h.data(), n, t.k, k.data()));
+  LATHE_RETURN_IF_ERROR(linear(h.data(), n, t.v, v.data()));
   std::vector<float> a(static_cast<size_t>(n * t.o.k));
-  attention(t, q, k, v, a.data());
+  LATHE_RETURN_IF_ERROR(attention(t, q, k, v, a.data()));
   q = k = v = {};
   std::vector<float> y(static_cast<size_t>(n * hidden));
-  linear(a.data(), n, t.o, y.data());
+  LATHE_RETURN_IF_ERROR(linear(a.data(), n, t.o, y.data()));
   a = {};
   add(x, y);
   norm(x, t.ffn_norm, h.data());
   std::vector<float> m(static_cast<size_t>(n * t.down.k));
-  mlp_act(h.data(), t.gate, t.up, m.data());
-  linear(m.data(), n, t.down, y.data());
+  LATHE_RETURN_IF_ERROR(mlp_act(h.data(), t.gate, t.up, m.data()));
+  LATHE_RETURN_IF_ERROR(linear(m.data(), n, t.down, y.data()));
   add(x, y);
+  return Status::ok();
 }
 
 void CalibBlock::add(float* x, const std::vector<float>& y) {

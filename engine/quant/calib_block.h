@@ -8,10 +8,13 @@
 //   h2 = rms_norm(x, ffn_norm)                  -> input of gate, up
 //   m  = silu(h2 Wgate) * (h2 Wup)              -> input of down
 //   x += m Wdown
-// Dense ops come from the CPU reference backend (cpu_ops.h); attention is written here over the
-// batch's contiguous samples (no KV cache). Sliding-window attention is applied as the CPU runner
-// applies it. Shapes: every activation is [rows, features] row-major, rows = the batch's tokens,
-// sample after sample.
+// The heavy arithmetic (the linears, the attention over the batch's contiguous samples with no KV
+// cache, the Hessians) goes through the job's CalibOps (calib_ops.h: the CPU's or the GPU's); the
+// rest (norms, QK norm, RoPE, SwiGLU, residual adds) runs here on the host with the CPU reference
+// backend's ops (cpu_ops.h). Sliding-window attention is applied as the CPU runner applies it.
+// Every method that reaches the CalibOps returns its Status: a GPU out of memory or a CUDA error is
+// an error of the job, never a crash. Shapes: every activation is [rows, features] row-major, rows
+// = the batch's tokens, sample after sample.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +27,8 @@
 #include "engine/tokenizer/tokenizer.h"
 
 namespace lathe {
+
+class CalibOps;  // calib_ops.h
 
 // Where each calibration sample's tokens sit in the batch.
 struct CalibLayout {
@@ -55,20 +60,22 @@ Result<std::vector<float>> calib_embeddings(const QuantSource& source,
 
 class CalibBlock {
  public:
-  CalibBlock(const ModelConfig& config, const CalibLayout& layout);
+  // `ops` runs the heavy arithmetic; it must outlive the block (the job owns it).
+  CalibBlock(const ModelConfig& config, const CalibLayout& layout, CalibOps& ops);
 
   int64_t rows() const { return layout_.rows(); }
-  // out = rms_norm(x, weight) over [rows, hidden].
+  CalibOps& ops() const { return *ops_; }
+  // out = rms_norm(x, weight) over [rows, hidden] (host).
   void norm(const float* x, const std::vector<float>& weight, float* out) const;
   // y [rows_x, n] = x [rows_x, k] W^T + bias.
-  void linear(const float* x, int64_t rows_x, const CalibLinear& l, float* y) const;
+  Status linear(const float* x, int64_t rows_x, const CalibLinear& l, float* y) const;
   // Attention output [rows, q_size] from the projections (q [rows, q_size], k / v [rows,
   // kv_size]); q and k are normalized (QK norm) and rotated in place.
-  void attention(const BlockTensors& t, std::vector<float>& q, std::vector<float>& k,
-                 const std::vector<float>& v, float* out) const;
+  Status attention(const BlockTensors& t, std::vector<float>& q, std::vector<float>& k,
+                   const std::vector<float>& v, float* out) const;
   // m [rows, intermediate] = silu(h2 Wgate) * (h2 Wup), in chunks of rows (no full gate/up
   // buffers).
-  void mlp_act(const float* h2, const CalibLinear& gate, const CalibLinear& up, float* m) const;
+  Status mlp_act(const float* h2, const CalibLinear& gate, const CalibLinear& up, float* m) const;
   // GPTQ's Hessian H = 2 X^T X / rows of x [rows, k], [k, k] row-major (hessian.h's quantity):
   // X_c^T X_c over chunks of 1024 rows as float32 products (linear()'s dot products), the chunks
   // summed in double. kInvalidArgument when x has a non-finite value.
@@ -77,8 +84,8 @@ class CalibBlock {
   // come before the held-out ones); the divisor is n.
   Result<std::vector<double>> hessian(const float* x, int64_t n, int64_t k) const;
   // The whole block in place: x [rows, hidden] becomes the block's output (the stages above in
-  // order, with t's weights).
-  void forward(const BlockTensors& t, float* x) const;
+  // order, with t's weights). On an error x is partly updated.
+  Status forward(const BlockTensors& t, float* x) const;
   // x += y over [rows, hidden].
   static void add(float* x, const std::vector<float>& y);
 
@@ -86,6 +93,7 @@ class CalibBlock {
   ModelConfig c_;
   CalibLayout layout_;
   std::vector<float> inv_freq_;
+  CalibOps* ops_;
 };
 
 }  // namespace lathe

@@ -6,6 +6,7 @@
 
 #include "engine/core/strings.h"
 #include "engine/quant/awq_search.h"
+#include "engine/quant/calib_ops.h"
 #include "engine/quant/gptq.h"
 
 namespace lathe {
@@ -91,19 +92,21 @@ int64_t tokens_of(const std::vector<std::vector<TokenId>>& samples) {
 CalibratedQuantizer::CalibratedQuantizer(const QuantSource& source, const QuantScheme& scheme,
                                          const std::vector<std::vector<TokenId>>& fit,
                                          const std::vector<std::vector<TokenId>>& held,
-                                         const CalibratedQuantizerOptions& o)
+                                         CalibOps& ops, const CalibratedQuantizerOptions& o)
     : source_(&source),
+      ops_(&ops),
       scheme_(scheme),
       options_(o),
       layout_(make_calib_layout(concat(fit, held))),
-      block_(source.config(), layout_),
+      block_(source.config(), layout_, ops),
       fit_rows_(tokens_of(fit)),
       holdout_samples_(static_cast<int64_t>(held.size())),
-      holdout_block_(source.config(), make_calib_layout(held)) {}
+      holdout_block_(source.config(), make_calib_layout(held), ops) {}
 
 Result<CalibratedQuantizer> CalibratedQuantizer::create(const QuantSource& source,
                                                         const QuantScheme& scheme,
                                                         const CalibrationSet& calibration,
+                                                        CalibOps& ops,
                                                         const CalibratedQuantizerOptions& options) {
   if (scheme.kind != QuantKind::kInt || !scheme.needs_calibration())
     return invalid_argument("the calibrated quantizer runs --scheme gptq or awq, not " +
@@ -121,7 +124,7 @@ Result<CalibratedQuantizer> CalibratedQuantizer::create(const QuantSource& sourc
   for (int64_t i = 0; i < n; ++i)
     (mask[static_cast<size_t>(i)] ? held : fit)
         .push_back(calibration.samples[static_cast<size_t>(i)]);
-  CalibratedQuantizer q(source, scheme, fit, held, options);
+  CalibratedQuantizer q(source, scheme, fit, held, ops, options);
   LATHE_ASSIGN_OR_RETURN(q.x_, calib_embeddings(source, concat(fit, held)));
   return q;
 }
@@ -152,9 +155,9 @@ Result<HoldoutBlock> CalibratedQuantizer::compare_holdout(const BlockTensors& pl
     l->w = dequantize_int(qm);
   }
   std::vector<float> y_ref = x_in, y_method = x_in, y_rtn = x_in;
-  holdout_block_.forward(plain, y_ref.data());
-  holdout_block_.forward(quantized, y_method.data());
-  holdout_block_.forward(rtn, y_rtn.data());
+  LATHE_RETURN_IF_ERROR(holdout_block_.forward(plain, y_ref.data()));
+  LATHE_RETURN_IF_ERROR(holdout_block_.forward(quantized, y_method.data()));
+  LATHE_RETURN_IF_ERROR(holdout_block_.forward(rtn, y_rtn.data()));
   const double count = static_cast<double>(std::max<size_t>(1, y_ref.size()));
   HoldoutBlock h;
   h.method_error = squared_error(y_method, y_ref) / count;
@@ -208,7 +211,7 @@ Status CalibratedQuantizer::gptq_block(BlockTensors& t, const std::string& prefi
                       const std::vector<float>& x) -> Status {
     LATHE_RETURN_IF_ERROR(check_cancel(cancel));
     maybe_dump_gptq_input(prefix, name, l, h, x, fit_rows_);
-    Result<GptqResult> r = gptq_quantize(l.w.data(), l.n, l.k, h, gc);
+    Result<GptqResult> r = ops_->gptq(l.w.data(), l.n, l.k, h, gc);
     if (!r.is_ok()) return r.status().with_context(prefix + name);
     GptqResult& g = r.value();
     if (g.fell_back_to_rtn) out->notes.push_back(prefix + name + ": " + g.fallback_reason);
@@ -218,16 +221,20 @@ Status CalibratedQuantizer::gptq_block(BlockTensors& t, const std::string& prefi
     const int64_t m = static_cast<int64_t>(xs.size()) / l.k;
     std::vector<float> y0(static_cast<size_t>(m * l.n)), y1(y0.size());
     CalibLinear plain{l.w, {}, l.n, l.k};
-    block_.linear(xs.data(), m, plain, y0.data());
+    LATHE_RETURN_IF_ERROR(
+        block_.linear(xs.data(), m, plain, y0.data()).with_context(prefix + name));
     l.w = std::move(deq);
-    block_.linear(xs.data(), m, CalibLinear{l.w, {}, l.n, l.k}, y1.data());
+    LATHE_RETURN_IF_ERROR(block_.linear(xs.data(), m, CalibLinear{l.w, {}, l.n, l.k}, y1.data())
+                              .with_context(prefix + name));
     err_sum += squared_error(y1, y0);
     err_count += static_cast<int64_t>(y0.size());
     out->linears.emplace(prefix + name, std::move(g.q));
     return Status();
   };
-  auto hessian_of = [&](const std::vector<float>& x, int64_t k) {
-    return block_.hessian(x.data(), fit_rows_, k);  // the held-out rows stay out
+  auto hessian_of = [&](const std::vector<float>& x, int64_t k) -> Result<std::vector<double>> {
+    Result<std::vector<double>> h = block_.hessian(x.data(), fit_rows_, k);  // held-out rows out
+    if (!h.is_ok()) return h.status().with_context(prefix + "Hessian");
+    return h;
   };
 
   std::vector<float> h1(static_cast<size_t>(rows * hidden));
@@ -240,19 +247,23 @@ Status CalibratedQuantizer::gptq_block(BlockTensors& t, const std::string& prefi
   }
   std::vector<float> q(static_cast<size_t>(rows * t.q.n)), k(static_cast<size_t>(rows * t.k.n)),
       v(static_cast<size_t>(rows * t.v.n));
-  block_.linear(h1.data(), rows, t.q, q.data());
-  block_.linear(h1.data(), rows, t.k, k.data());
-  block_.linear(h1.data(), rows, t.v, v.data());
+  LATHE_RETURN_IF_ERROR(
+      block_.linear(h1.data(), rows, t.q, q.data()).with_context(prefix + "forward"));
+  LATHE_RETURN_IF_ERROR(
+      block_.linear(h1.data(), rows, t.k, k.data()).with_context(prefix + "forward"));
+  LATHE_RETURN_IF_ERROR(
+      block_.linear(h1.data(), rows, t.v, v.data()).with_context(prefix + "forward"));
   h1 = {};
   std::vector<float> a(static_cast<size_t>(rows * t.o.k));
-  block_.attention(t, q, k, v, a.data());
+  LATHE_RETURN_IF_ERROR(block_.attention(t, q, k, v, a.data()).with_context(prefix + "forward"));
   q = k = v = {};
   {
     LATHE_ASSIGN_OR_RETURN(std::vector<double> h, hessian_of(a, t.o.k));
     LATHE_RETURN_IF_ERROR(quantize(t.o, "attn_output", h, a));
   }
   std::vector<float> y(static_cast<size_t>(rows * hidden));
-  block_.linear(a.data(), rows, t.o, y.data());
+  LATHE_RETURN_IF_ERROR(
+      block_.linear(a.data(), rows, t.o, y.data()).with_context(prefix + "forward"));
   a = {};
   CalibBlock::add(x_.data(), y);
   std::vector<float> h2(static_cast<size_t>(rows * hidden));
@@ -263,13 +274,15 @@ Status CalibratedQuantizer::gptq_block(BlockTensors& t, const std::string& prefi
     LATHE_RETURN_IF_ERROR(quantize(t.up, "ffn_up", h, h2));
   }
   std::vector<float> m(static_cast<size_t>(rows * t.down.k));
-  block_.mlp_act(h2.data(), t.gate, t.up, m.data());
+  LATHE_RETURN_IF_ERROR(
+      block_.mlp_act(h2.data(), t.gate, t.up, m.data()).with_context(prefix + "forward"));
   h2 = {};
   {
     LATHE_ASSIGN_OR_RETURN(std::vector<double> h, hessian_of(m, t.down.k));
     LATHE_RETURN_IF_ERROR(quantize(t.down, "ffn_down", h, m));
   }
-  block_.linear(m.data(), rows, t.down, y.data());
+  LATHE_RETURN_IF_ERROR(
+      block_.linear(m.data(), rows, t.down, y.data()).with_context(prefix + "forward"));
   CalibBlock::add(x_.data(), y);
   out->output_error = err_count > 0 ? err_sum / static_cast<double>(err_count) : 0.0;
   return Status();
@@ -286,20 +299,26 @@ Status CalibratedQuantizer::awq_block(BlockTensors& t, const std::string& prefix
   block_.norm(x_.data(), t.attn_norm, h1.data());
   std::vector<float> q(static_cast<size_t>(rows * t.q.n)), k(static_cast<size_t>(rows * t.k.n)),
       v(static_cast<size_t>(rows * t.v.n));
-  block_.linear(h1.data(), rows, t.q, q.data());
-  block_.linear(h1.data(), rows, t.k, k.data());
-  block_.linear(h1.data(), rows, t.v, v.data());
+  LATHE_RETURN_IF_ERROR(
+      block_.linear(h1.data(), rows, t.q, q.data()).with_context(prefix + "forward"));
+  LATHE_RETURN_IF_ERROR(
+      block_.linear(h1.data(), rows, t.k, k.data()).with_context(prefix + "forward"));
+  LATHE_RETURN_IF_ERROR(
+      block_.linear(h1.data(), rows, t.v, v.data()).with_context(prefix + "forward"));
   std::vector<float> a(static_cast<size_t>(rows * t.o.k));
-  block_.attention(t, q, k, v, a.data());
+  LATHE_RETURN_IF_ERROR(block_.attention(t, q, k, v, a.data()).with_context(prefix + "forward"));
   q = k = v = {};
   std::vector<float> y(static_cast<size_t>(rows * hidden));
-  block_.linear(a.data(), rows, t.o, y.data());
+  LATHE_RETURN_IF_ERROR(
+      block_.linear(a.data(), rows, t.o, y.data()).with_context(prefix + "forward"));
   CalibBlock::add(x_.data(), y);
   std::vector<float> h2(static_cast<size_t>(rows * hidden));
   block_.norm(x_.data(), t.ffn_norm, h2.data());
   std::vector<float> m(static_cast<size_t>(rows * t.down.k));
-  block_.mlp_act(h2.data(), t.gate, t.up, m.data());
-  block_.linear(m.data(), rows, t.down, y.data());
+  LATHE_RETURN_IF_ERROR(
+      block_.mlp_act(h2.data(), t.gate, t.up, m.data()).with_context(prefix + "forward"));
+  LATHE_RETURN_IF_ERROR(
+      block_.linear(m.data(), rows, t.down, y.data()).with_context(prefix + "forward"));
   CalibBlock::add(x_.data(), y);  // x_ is now the float block's output: the next block's input
   y = {};
   LATHE_RETURN_IF_ERROR(check_cancel(cancel));
@@ -316,7 +335,9 @@ Status CalibratedQuantizer::awq_block(BlockTensors& t, const std::string& prefix
     std::vector<AwqLinear> linears;
     for (size_t i = 0; i < group.size(); ++i) {
       ref[i].resize(static_cast<size_t>(ms * group[i]->n));
-      block_.linear(xs.data(), ms, CalibLinear{group[i]->w, {}, group[i]->n, kk}, ref[i].data());
+      LATHE_RETURN_IF_ERROR(
+          block_.linear(xs.data(), ms, CalibLinear{group[i]->w, {}, group[i]->n, kk}, ref[i].data())
+              .with_context(prefix + what));
       linears.push_back({group[i]->w.data(), group[i]->n});
     }
     std::vector<float> yc;
@@ -324,7 +345,9 @@ Status CalibratedQuantizer::awq_block(BlockTensors& t, const std::string& prefix
       double e = 0.0;
       for (size_t i = 0; i < cand.size(); ++i) {
         yc.resize(ref[i].size());
-        block_.linear(xs.data(), ms, CalibLinear{cand[i], {}, group[i]->n, kk}, yc.data());
+        // Its error gets the group's name below, from awq_search_scales' result.
+        LATHE_RETURN_IF_ERROR(
+            block_.linear(xs.data(), ms, CalibLinear{cand[i], {}, group[i]->n, kk}, yc.data()));
         e += squared_error(yc, ref[i]);
       }
       return e;
@@ -374,7 +397,8 @@ Status CalibratedQuantizer::awq_block(BlockTensors& t, const std::string& prefix
     const std::vector<float> xs = sample_rows(*it.x, fit_rows_, l.k, options_.awq_clip_rows);
     const int64_t ms = static_cast<int64_t>(xs.size()) / l.k;
     std::vector<float> y0(static_cast<size_t>(ms * l.n)), y1(y0.size());
-    block_.linear(xs.data(), ms, CalibLinear{l.w, {}, l.n, l.k}, y0.data());
+    LATHE_RETURN_IF_ERROR(block_.linear(xs.data(), ms, CalibLinear{l.w, {}, l.n, l.k}, y0.data())
+                              .with_context(prefix + it.name));
     if (it.clip) {
       Result<std::vector<float>> mv = awq_search_clip(l.w.data(), l.n, l.k, xs.data(), ms, ac);
       if (!mv.is_ok()) return mv.status().with_context(prefix + it.name);
@@ -383,7 +407,8 @@ Status CalibratedQuantizer::awq_block(BlockTensors& t, const std::string& prefix
     Result<IntQuantizedMatrix> qm = quantize_int_rtn(l.w.data(), l.n, l.k, ac.quant);
     if (!qm.is_ok()) return qm.status().with_context(prefix + it.name);
     std::vector<float> deq = dequantize_int(qm.value());
-    block_.linear(xs.data(), ms, CalibLinear{deq, {}, l.n, l.k}, y1.data());
+    LATHE_RETURN_IF_ERROR(block_.linear(xs.data(), ms, CalibLinear{deq, {}, l.n, l.k}, y1.data())
+                              .with_context(prefix + it.name));
     err_sum += squared_error(y1, y0);
     err_count += static_cast<int64_t>(y0.size());
     l.w = std::move(deq);  // t is now the quantized block (for the held-out check)

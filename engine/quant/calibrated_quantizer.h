@@ -1,13 +1,16 @@
 // The calibrated schemes of `lathe quantize` (gptq, awq) over a whole model, one decoder block at a
-// time on the CPU: the calibration set's embeddings go through the blocks in order, and each block
-// is quantized from the inputs its linears see (calib_block.h runs the block in stages).
+// time: the calibration set's embeddings go through the blocks in order, and each block is
+// quantized from the inputs its linears see (calib_block.h runs the block in stages). The heavy
+// arithmetic (linears, attention, Hessians, GPTQ) runs on the job's CalibOps (calib_ops.h: the CPU
+// or a GPU); its errors (a GPU out of memory, a CUDA error) are the errors of quantize_block().
 //
 // GPTQ (true-sequential, as AutoGPTQ's true_sequential=True): within a block, q/k/v are quantized
 // from the Hessian of their input, then o from the attention output computed with the quantized
 // q/k/v, then gate/up from the MLP input after the quantized o, then down from the activation of
 // the quantized gate/up; the block's output with all seven quantized linears is the next block's
 // input, so every block is calibrated on what the quantized blocks before it produce. Each matrix
-// goes through gptq_quantize() (gptq.h: act-order, damping, RTN fallback with a note).
+// goes through CalibOps::gptq (gptq.h's gptq_quantize: act-order, damping, RTN fallback with a
+// note).
 //
 // AWQ (AutoAWQ's order): the block's float inputs are captured, the scales of the four groups are
 // searched on them (awq_search.h: q/k/v after attn_norm, o after v when v's outputs are o's inputs,
@@ -63,10 +66,11 @@ struct CalibratedBlock {
 
 class CalibratedQuantizer {
  public:
-  // Embeds the calibration samples. `source` must outlive the quantizer. kInvalidArgument for a
-  // scheme that is not gptq / awq or a calibration token outside the vocabulary.
+  // Embeds the calibration samples. `source` and `ops` (where the arithmetic runs) must outlive
+  // the quantizer. kInvalidArgument for a scheme that is not gptq / awq or a calibration token
+  // outside the vocabulary.
   static Result<CalibratedQuantizer> create(const QuantSource& source, const QuantScheme& scheme,
-                                            const CalibrationSet& calibration,
+                                            const CalibrationSet& calibration, CalibOps& ops,
                                             const CalibratedQuantizerOptions& options = {});
 
   // Quantizes block `layer`; blocks must come in order 0, 1, ... `cancel` is polled between
@@ -86,7 +90,7 @@ class CalibratedQuantizer {
   // `fit` then `held` are the batch's samples, in that order.
   CalibratedQuantizer(const QuantSource& source, const QuantScheme& scheme,
                       const std::vector<std::vector<TokenId>>& fit,
-                      const std::vector<std::vector<TokenId>>& held,
+                      const std::vector<std::vector<TokenId>>& held, CalibOps& ops,
                       const CalibratedQuantizerOptions& o);
   Status gptq_block(BlockTensors& t, const std::string& prefix, const std::atomic<bool>* cancel,
                     CalibratedBlock* out);
@@ -98,6 +102,7 @@ class CalibratedQuantizer {
                                        const std::vector<float>& x_in) const;
 
   const QuantSource* source_;
+  CalibOps* ops_;
   QuantScheme scheme_;
   CalibratedQuantizerOptions options_;
   CalibLayout layout_;

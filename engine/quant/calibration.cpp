@@ -253,6 +253,8 @@ const char* calibration_format_name(CalibrationFormat f) {
       return "jsonl";
     case CalibrationFormat::kShareGpt:
       return "sharegpt";
+    case CalibrationFormat::kRandom:
+      return "random token ids";
     default:
       return "text";
   }
@@ -268,11 +270,16 @@ std::string default_calibration_path() {
   return lathe_cache_dir("LATHE_TEXT_DIR", "text") + "/calibration.txt";
 }
 
-Status check_calibration_config(const CalibrationConfig& c) {
+Status check_calibration_sizes(const CalibrationConfig& c) {
   if (c.num_samples < 1)
     return invalid_argument(strformat("--num-samples must be >= 1, got %d", c.num_samples));
   if (c.seq_len < 2)
     return invalid_argument(strformat("--seq-len must be >= 2, got %d", c.seq_len));
+  return Status();
+}
+
+Status check_calibration_config(const CalibrationConfig& c) {
+  LATHE_RETURN_IF_ERROR(check_calibration_sizes(c));
   std::error_code ec;
   if (c.file.empty()) {
     const std::string path = default_calibration_path();

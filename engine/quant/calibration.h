@@ -20,6 +20,9 @@
 // language. Conversations: the rendered conversations in file order, joined into one token stream
 // and cut into seq_len pieces. A source too short for num_samples x seq_len gives fewer samples
 // (CalibrationSet::note says so); one with fewer than kMinCalibrationTokens tokens is an error.
+//
+// Without a tokenizer (`--load-format dummy`: random weights), random_calibration() gives
+// num_samples sequences of seq_len uniformly random token ids instead.
 #pragma once
 
 #include <cstdint>
@@ -39,8 +42,9 @@ struct CalibrationConfig {
   int32_t seq_len = 512;      // tokens per sequence
 };
 
-enum class CalibrationFormat { kText, kJsonl, kShareGpt };
-const char* calibration_format_name(CalibrationFormat f);  // "text", "jsonl", "sharegpt"
+enum class CalibrationFormat { kText, kJsonl, kShareGpt, kRandom };
+// "text", "jsonl", "sharegpt", "random token ids"
+const char* calibration_format_name(CalibrationFormat f);
 
 struct CalibrationSet {
   std::vector<std::vector<TokenId>> samples;  // each at most seq_len tokens, at least 2
@@ -55,9 +59,12 @@ struct CalibrationSet {
 // ~/.cache/lathe/text; then calibration.txt.
 std::string default_calibration_path();
 
-// Checks the sizes only (before a model is loaded): num_samples and seq_len >= 1, and that the file
-// (or the default set) exists. The default set's absence says to run scripts/fetch-eval-text.sh.
+// Checks the sizes only (before a model is loaded): num_samples >= 1 and seq_len >= 2, and that the
+// file (or the default set) exists. The default set's absence says to run
+// scripts/fetch-eval-text.sh.
 Status check_calibration_config(const CalibrationConfig& config);
+// The sizes alone (random_calibration() reads no file).
+Status check_calibration_sizes(const CalibrationConfig& config);
 
 // Reads, detects the format, renders and tokenizes. `chat_template` is the model's Jinja source
 // (empty: conversations are refused with a message). Errors: an empty file, one that is not text,
@@ -65,5 +72,10 @@ Status check_calibration_config(const CalibrationConfig& config);
 // named), a chat template that fails on a conversation, too few tokens.
 Result<CalibrationSet> load_calibration(const CalibrationConfig& config, const Tokenizer& tokenizer,
                                         const std::string& chat_template);
+
+// num_samples sequences of seq_len token ids uniform in [0, vocab_size), the same for the same
+// arguments (Philox-4x32-10, a fixed key); origin "random token ids", format kRandom. The file of
+// `config` is not read. Requires check_calibration_sizes(config) and vocab_size >= 1.
+CalibrationSet random_calibration(const CalibrationConfig& config, int64_t vocab_size);
 
 }  // namespace lathe

@@ -59,6 +59,7 @@ ojson quant_job_identity(const QuantSource& source, const QuantScheme& scheme,
     for (const fs::path& p : paths) files.push_back(file_identity(p));
   }
   src["files"] = files;
+  if (source.is_dummy()) src["load_format"] = "dummy";  // random weights: the config alone
   // The RoPE convention of the rows the calibration forward reads (a work folder from before Llama
   // GGUF sources were calibrated with rotate-half RoPE lacks it, so it is not resumed).
   src["calibration_rope"] =
@@ -77,7 +78,9 @@ ojson quant_job_identity(const QuantSource& source, const QuantScheme& scheme,
   s["damp_percent"] = strformat("%.17g", scheme.damp_percent);
 
   ojson c;
-  c["origin"] = fs::weakly_canonical(fs::absolute(calibration.origin), ec).string();
+  c["origin"] = calibration.format == CalibrationFormat::kRandom
+                    ? calibration.origin
+                    : fs::weakly_canonical(fs::absolute(calibration.origin), ec).string();
   c["samples"] = static_cast<int64_t>(calibration.samples.size());
   c["tokens"] = calibration.num_tokens();
   c["token_hash"] = calibration_token_hash(calibration);

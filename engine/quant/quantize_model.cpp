@@ -13,6 +13,7 @@
 #include "engine/quant/gguf_quant_writer.h"
 #include "engine/quant/hf_quant_writer.h"
 #include "engine/quant/quant_checkpoint.h"
+#include "engine/quant/quant_device.h"
 #include "engine/quant/quant_job_identity.h"
 
 namespace lathe {
@@ -45,14 +46,29 @@ Result<std::unique_ptr<QuantizeJob>> QuantizeJob::prepare(const QuantizeRequest&
   LATHE_RETURN_IF_ERROR(resolve_quant_scheme(r.scheme, DType::kBF16).status());
   LATHE_RETURN_IF_ERROR(check_output_path(r.output, r.force));
   LATHE_ASSIGN_OR_RETURN(const QuantScheme early, resolve_quant_scheme(r.scheme, DType::kBF16));
-  if (early.needs_calibration()) LATHE_RETURN_IF_ERROR(check_calibration_config(r.calibration));
+  const bool dummy = r.load_format == LoadFormat::kDummy;
+  LATHE_ASSIGN_OR_RETURN(const QuantDevice device, parse_quant_device(r.device));
+  if (early.needs_calibration()) {
+    if (dummy && !r.calibration.file.empty())
+      return invalid_argument(
+          "--calibration " + r.calibration.file +
+          ": --load-format dummy reads no tokenizer, so it calibrates on random token ids; drop "
+          "--calibration (--num-samples and --seq-len still apply)");
+    LATHE_RETURN_IF_ERROR(dummy ? check_calibration_sizes(r.calibration)
+                                : check_calibration_config(r.calibration));
+  }
   const fs::path out_abs = fs::weakly_canonical(fs::absolute(r.output));
   if (out_abs == fs::weakly_canonical(fs::absolute(r.model)))
     return invalid_argument(r.output + " is the source model itself; write to another name");
 
   std::unique_ptr<QuantizeJob> job(new QuantizeJob());
   job->request_ = r;
-  LATHE_ASSIGN_OR_RETURN(job->source_, QuantSource::open(r.model));
+  if (early.needs_calibration()) {  // an explicit GPU that is not usable fails here, before work
+    LATHE_ASSIGN_OR_RETURN(QuantDeviceChoice choice, open_quant_device(device));
+    job->ops_ = std::move(choice.ops);
+    job->device_choice_ = std::move(choice.reason);
+  }
+  LATHE_ASSIGN_OR_RETURN(job->source_, QuantSource::open(r.model, r.load_format));
   LATHE_ASSIGN_OR_RETURN(job->scheme_,
                          resolve_quant_scheme(r.scheme, hf_output_dtype(job->source_)));
   if (job->scheme_.kind == QuantKind::kGguf) {
@@ -61,7 +77,9 @@ Result<std::unique_ptr<QuantizeJob>> QuantizeJob::prepare(const QuantizeRequest&
     LATHE_ASSIGN_OR_RETURN(job->writer_,
                            make_hf_quant_writer(job->source_, job->scheme_, r.max_shard_bytes));
   }
-  if (job->scheme_.needs_calibration()) {
+  if (job->scheme_.needs_calibration() && dummy) {
+    job->calibration_ = random_calibration(r.calibration, job->source_.config().vocab_size);
+  } else if (job->scheme_.needs_calibration()) {
     // The tokenizer and chat template (QuantSource reads weights only).
     LATHE_ASSIGN_OR_RETURN(LoadedModel with_tokenizer, load_model(r.model));
     if (with_tokenizer.tokenizer == nullptr)
@@ -77,6 +95,8 @@ Result<std::unique_ptr<QuantizeJob>> QuantizeJob::prepare(const QuantizeRequest&
     }
     LATHE_ASSIGN_OR_RETURN(job->calibration_, load_calibration(cc, *with_tokenizer.tokenizer,
                                                                with_tokenizer.chat_template));
+  }
+  if (job->scheme_.needs_calibration()) {
     const int64_t n = static_cast<int64_t>(job->calibration_.samples.size());
     const int64_t h = r.holdout_samples < 0 ? default_holdout_samples(n) : r.holdout_samples;
     if (h >= n)
@@ -87,14 +107,14 @@ Result<std::unique_ptr<QuantizeJob>> QuantizeJob::prepare(const QuantizeRequest&
     job->quantizer_options_.holdout_samples = h;
     job->job_identity_ =
         quant_job_identity(job->source_, job->scheme_, job->calibration_, job->quantizer_options_);
-    if (!r.restart) {  // a work folder of another job, or a damaged one: said before any work
+    if (r.resumable && !r.restart) {  // a work folder of another job, or a damaged one: said now
       LATHE_ASSIGN_OR_RETURN(QuantCheckpoint ckpt,
                              QuantCheckpoint::open(r.output, job->job_identity_, false));
       job->checkpointed_layers_ = ckpt.finished_layers();
     }
   }
   int64_t bytes = job->writer_->expected_bytes();
-  if (job->scheme_.needs_calibration())  // the work folder: block files and two states
+  if (job->scheme_.needs_calibration() && r.resumable)  // the work folder: blocks and two states
     bytes += job->writer_->expected_bytes() +
              2 * job->calibration_.num_tokens() * job->source_.config().hidden_size * 4;
   LATHE_RETURN_IF_ERROR(check_free_space(r.output, bytes));
@@ -103,6 +123,10 @@ Result<std::unique_ptr<QuantizeJob>> QuantizeJob::prepare(const QuantizeRequest&
 
 std::string QuantizeJob::checkpoint_folder() const {
   return QuantCheckpoint::folder_for(request_.output);
+}
+
+std::string QuantizeJob::device_name() const {
+  return ops_ ? ops_->name() : std::string();
 }
 
 Result<QuantizeResult> QuantizeJob::run(const QuantizeProgressFn& progress,
@@ -130,12 +154,15 @@ Result<QuantizeResult> QuantizeJob::run(const QuantizeProgressFn& progress,
   if (scheme_.needs_calibration()) {
     LATHE_ASSIGN_OR_RETURN(
         CalibratedQuantizer cq,
-        CalibratedQuantizer::create(source_, scheme_, calibration_, quantizer_options_));
+        CalibratedQuantizer::create(source_, scheme_, calibration_, *ops_, quantizer_options_));
     calibrated.emplace(std::move(cq));
-    LATHE_ASSIGN_OR_RETURN(QuantCheckpoint c,
-                           QuantCheckpoint::open(request_.output, job_identity_, request_.restart));
-    ckpt.emplace(std::move(c));
-    result.resumed_layers = std::min(ckpt->finished_layers(), source_.config().num_layers);
+    if (request_.resumable) {
+      LATHE_ASSIGN_OR_RETURN(
+          QuantCheckpoint c,
+          QuantCheckpoint::open(request_.output, job_identity_, request_.restart));
+      ckpt.emplace(std::move(c));
+      result.resumed_layers = std::min(ckpt->finished_layers(), source_.config().num_layers);
+    }
     if (result.resumed_layers > 0) {
       LATHE_ASSIGN_OR_RETURN(std::vector<float> state, ckpt->read_state());
       LATHE_RETURN_IF_ERROR(calibrated->restore(result.resumed_layers, std::move(state)));
@@ -144,10 +171,13 @@ Result<QuantizeResult> QuantizeJob::run(const QuantizeProgressFn& progress,
                     ckpt->folder().c_str(), static_cast<long long>(result.resumed_layers - 1),
                     static_cast<long long>(result.resumed_layers)));
     }
+    const std::string from =
+        calibration_.format == CalibrationFormat::kRandom
+            ? calibration_.origin
+            : calibration_.origin + ", " + calibration_format_name(calibration_.format);
     result.notes.push_back(
-        strformat("calibrated on %zu samples, %lld tokens (%s, %s)", calibration_.samples.size(),
-                  static_cast<long long>(calibration_.num_tokens()), calibration_.origin.c_str(),
-                  calibration_format_name(calibration_.format)));
+        strformat("calibrated on %zu samples, %lld tokens (%s)", calibration_.samples.size(),
+                  static_cast<long long>(calibration_.num_tokens()), from.c_str()));
     if (!calibration_.note.empty()) result.notes.push_back(calibration_.note);
   }
   auto interrupted = [&]() {
@@ -158,6 +188,7 @@ Result<QuantizeResult> QuantizeJob::run(const QuantizeProgressFn& progress,
     return cancelled(m);
   };
   QuantizeProgress p;
+  p.device = device_name();
   p.tensors_total = static_cast<int64_t>(order.size());
   p.num_layers = source_.config().num_layers;
   int64_t done_elems = 0;
@@ -185,11 +216,10 @@ Result<QuantizeResult> QuantizeJob::run(const QuantizeProgressFn& progress,
       } else {
         Result<CalibratedBlock> b = calibrated->quantize_block(layer, cancel);
         if (!b.is_ok() && b.status().code() == ErrorCode::kCancelled) return interrupted();
-        LATHE_RETURN_IF_ERROR(b.status());
+        if (!b.is_ok()) return b.status().with_context("quantizing on " + p.device);
         block = std::move(b).value();
-        LATHE_RETURN_IF_ERROR(ckpt->save(layer, block, calibrated->hidden_state()));
-        if (request_.stop_after_layers >= 0 &&
-            ckpt->finished_layers() >= request_.stop_after_layers)
+        if (ckpt) LATHE_RETURN_IF_ERROR(ckpt->save(layer, block, calibrated->hidden_state()));
+        if (request_.stop_after_layers >= 0 && layer + 1 >= request_.stop_after_layers)
           return interrupted();
       }
       for (const std::string& n : block.notes) result.notes.push_back(n);
@@ -211,6 +241,7 @@ Result<QuantizeResult> QuantizeJob::run(const QuantizeProgressFn& progress,
       const bool calibrated_layer = calibrated && p.layer >= 0 && p.layer == block_layer;
       p.holdout_ratio = calibrated_layer && block.has_holdout ? block.holdout.ratio() : -1.0;
       p.layer_resumed = calibrated_layer && p.layer < result.resumed_layers;
+      p.peak_device_bytes = ops_ ? ops_->peak_device_bytes() : 0;
       if (p.layer_resumed) {
         resumed_elems = done_elems;  // read back so far
         resumed_s = p.elapsed_s;
@@ -228,18 +259,19 @@ Result<QuantizeResult> QuantizeJob::run(const QuantizeProgressFn& progress,
   LATHE_ASSIGN_OR_RETURN(result.notes, writer_->finish());
   result.notes.insert(result.notes.begin(), notes.begin(), notes.end());
   LATHE_RETURN_IF_ERROR(out.commit());
-  if (ckpt) {
+  if (ckpt)
     if (Status s = ckpt->remove(); !s.is_ok()) result.notes.push_back(s.message());
-    if (!holdout.empty()) {
-      const HoldoutSummary h =
-          summarize_holdout(holdout, scheme_.method == QuantMethod::kGptq ? "GPTQ" : "AWQ",
-                            calibrated->holdout_samples(), calibrated->holdout_tokens());
-      result.holdout_message = h.message;
-      result.holdout_warning = h.warn;
-    }
+  if (calibrated && !holdout.empty()) {
+    const HoldoutSummary h =
+        summarize_holdout(holdout, scheme_.method == QuantMethod::kGptq ? "GPTQ" : "AWQ",
+                          calibrated->holdout_samples(), calibrated->holdout_tokens());
+    result.holdout_message = h.message;
+    result.holdout_warning = h.warn;
   }
   result.output = request_.output;
   result.output_bytes = path_bytes(request_.output);
+  result.device = device_name();
+  result.peak_device_bytes = ops_ ? ops_->peak_device_bytes() : 0;
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return result;
 }

@@ -18,6 +18,16 @@
 // when the output is committed. Without --calibration they pick the built-in set by the model's
 // languages (calibration_language.h), and keep a few samples out of the fit for the held-out check
 // (holdout_check.h).
+//
+// Where the calibrated schemes' arithmetic runs is the request's device (quant_device.h: auto,
+// cpu, cuda, cuda:N); prepare() makes the job's CalibOps (calib_ops.h), so an explicit GPU that is
+// not usable is an error before any work, and an error of the GPU during run() (out of memory, a
+// CUDA error) is an error of the job. The other schemes ignore the device.
+//
+// A dummy source (load_format kDummy: a folder with a config.json, random weights generated when
+// read, quant_source.h) has no tokenizer: gptq and awq calibrate on random token ids
+// (random_calibration(), calibration.h) and the output gets no tokenizer files unless the folder
+// holds some.
 #pragma once
 
 #include <atomic>
@@ -30,6 +40,8 @@
 #include <nlohmann/json.hpp>
 #include "engine/core/status.h"
 
+#include "engine/model/model_loader.h"
+#include "engine/quant/calib_ops.h"
 #include "engine/quant/calibrated_quantizer.h"
 #include "engine/quant/calibration.h"
 #include "engine/quant/quant_output.h"
@@ -53,6 +65,16 @@ struct QuantizeRequest {
   // Tests (and LATHE_QUANTIZE_STOP_AFTER_LAYERS in the CLI): gptq, awq stop with kCancelled once
   // this many blocks are finished and saved, as if interrupted there; -1: never.
   int64_t stop_after_layers = -1;
+  // gptq, awq: where the arithmetic runs, "auto" | "cpu" | "cuda" | "cuda:N" (quant_device.h).
+  // The library's default is the CPU, so a caller's results never depend on the machine; the CLI
+  // and Lathe Studio pass "auto".
+  std::string device = "cpu";
+  // kDummy: `model` is a folder with a config.json and the weights are random (quant_source.h).
+  LoadFormat load_format = LoadFormat::kAuto;
+  // gptq, awq: false keeps no work folder ("<output>.partial" is neither read nor written): an
+  // interrupted run starts over, and the run needs about half the disk (no second copy of the
+  // quantized blocks).
+  bool resumable = true;
 };
 
 struct QuantizeProgress {
@@ -68,6 +90,10 @@ struct QuantizeProgress {
   // over round-to-nearest's; -1 otherwise.
   double holdout_ratio = -1.0;
   bool layer_resumed = false;  // the block was read back from the work folder
+  // gptq, awq: where the arithmetic runs (CalibOps::name(), "cuda:0 NVIDIA H200"), and the most
+  // device memory it has held so far, bytes (0 on the CPU). Empty / 0 for the other schemes.
+  std::string device;
+  int64_t peak_device_bytes = 0;
 };
 using QuantizeProgressFn = std::function<void(const QuantizeProgress&)>;
 
@@ -81,6 +107,8 @@ struct QuantizeResult {
   int64_t resumed_layers = 0;      // gptq, awq: blocks read back from "<output>.partial"
   std::string holdout_message;     // gptq, awq: the held-out check's summary line (or empty)
   bool holdout_warning = false;    // the method was not better than round-to-nearest there
+  std::string device;              // gptq, awq: CalibOps::name() (empty otherwise)
+  int64_t peak_device_bytes = 0;   // gptq, awq: CalibOps::peak_device_bytes()
 };
 
 class QuantizeJob {
@@ -97,6 +125,10 @@ class QuantizeJob {
   // gptq, awq: the work folder ("<output>.partial") and how many finished blocks it holds now.
   std::string checkpoint_folder() const;
   int64_t checkpointed_layers() const { return checkpointed_layers_; }
+  // gptq, awq: where the arithmetic runs (CalibOps::name()); empty for the other schemes.
+  std::string device_name() const;
+  // gptq, awq with --device auto: which device was taken and why (else empty).
+  const std::string& device_choice() const { return device_choice_; }
 
   // Runs the job once. `cancel` (may be null) is polled between tensors: when set, the job stops
   // with kCancelled and removes its temporary output.
@@ -113,6 +145,8 @@ class QuantizeJob {
   CalibratedQuantizerOptions quantizer_options_;
   nlohmann::ordered_json job_identity_;  // gptq, awq
   int64_t checkpointed_layers_ = 0;
+  std::unique_ptr<CalibOps> ops_;  // gptq, awq: the device's arithmetic
+  std::string device_choice_;
 };
 
 }  // namespace lathe

@@ -10,9 +10,10 @@
 #
 # Packed: every test labelled "gpu" in the build's CTest list, lathe_gpu_bounds, lathe_cuda_bench,
 # lathe_dummy_gguf (GGUF files of random weights, scripts/gpu/llamacpp-bench.sh), and the lathe CLI
-# when it builds; in lib/, Lathe's own liblathe_engine.so and the CUDA plugin
-# liblathe_cuda.so side by side (the engine's plugin loader looks next to liblathe_engine.so, so
-# test_engine_gpu and the CLI find it there), and whatever else ldd resolves outside
+# when it builds (run-all.sh's `lathe bench` and scripts/gpu/quantize-bench.sh need it); in lib/,
+# Lathe's own liblathe_engine.so and the CUDA plugin liblathe_cuda.so side by side (the engine's
+# plugin loader looks next to liblathe_engine.so, so test_engine_gpu and the CLI find it there), and
+# whatever else ldd resolves outside
 # glibc/libstdc++ and the CUDA toolkit (the GPU machine has CUDA 13.0 in /usr/local/cuda/lib64).
 set -euo pipefail
 cd "$(dirname "$0")/../.."

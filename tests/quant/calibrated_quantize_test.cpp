@@ -15,6 +15,7 @@
 #include "engine/core/read_file.h"
 #include "engine/model/model_loader.h"
 #include "engine/quant/calib_block.h"
+#include "engine/quant/calib_ops.h"
 #include "engine/quant/calibration.h"
 #include "engine/quant/hessian.h"
 #include "engine/quant/quantize_model.h"
@@ -86,7 +87,8 @@ class CalibratedQuantizeTest : public QObject {
     LATHE_QVERIFY_RESULT(src);
     const QuantSource& s = src.value();
     const CalibLayout layout = make_calib_layout(samples);
-    CalibBlock block(s.config(), layout);
+    const std::unique_ptr<CalibOps> ops = make_cpu_calib_ops();
+    CalibBlock block(s.config(), layout, *ops);
     auto x = calib_embeddings(s, samples);
     LATHE_QVERIFY_RESULT(x);
     const int64_t rows = layout.rows(), h = s.config().hidden_size;
@@ -97,15 +99,15 @@ class CalibratedQuantizeTest : public QObject {
       std::vector<float> h1(rows * h), q(rows * b.q.n), k(rows * b.k.n), v(rows * b.v.n),
           a(rows * b.o.k), y(rows * h), m2(rows * b.down.k);
       block.norm(x.value().data(), b.attn_norm, h1.data());
-      block.linear(h1.data(), rows, b.q, q.data());
-      block.linear(h1.data(), rows, b.k, k.data());
-      block.linear(h1.data(), rows, b.v, v.data());
-      block.attention(b, q, k, v, a.data());
-      block.linear(a.data(), rows, b.o, y.data());
+      LATHE_QVERIFY_OK(block.linear(h1.data(), rows, b.q, q.data()));
+      LATHE_QVERIFY_OK(block.linear(h1.data(), rows, b.k, k.data()));
+      LATHE_QVERIFY_OK(block.linear(h1.data(), rows, b.v, v.data()));
+      LATHE_QVERIFY_OK(block.attention(b, q, k, v, a.data()));
+      LATHE_QVERIFY_OK(block.linear(a.data(), rows, b.o, y.data()));
       CalibBlock::add(x.value().data(), y);
       block.norm(x.value().data(), b.ffn_norm, h1.data());
-      block.mlp_act(h1.data(), b.gate, b.up, m2.data());
-      block.linear(m2.data(), rows, b.down, y.data());
+      LATHE_QVERIFY_OK(block.mlp_act(h1.data(), b.gate, b.up, m2.data()));
+      LATHE_QVERIFY_OK(block.linear(m2.data(), rows, b.down, y.data()));
       CalibBlock::add(x.value().data(), y);
     }
     auto norm = s.read("output_norm");
@@ -119,7 +121,7 @@ class CalibratedQuantizeTest : public QObject {
     head.n = s.config().vocab_size;
     head.k = h;
     std::vector<float> logits(rows * head.n);
-    block.linear(xn.data(), rows, head, logits.data());
+    LATHE_QVERIFY_OK(block.linear(xn.data(), rows, head, logits.data()));
     for (size_t i = 0; i < samples.size(); ++i) {
       const int32_t len = static_cast<int32_t>(samples[i].size());
       auto ref = test::prefix_logits(model, samples[i], {len});
@@ -290,7 +292,8 @@ class CalibratedQuantizeTest : public QObject {
     const CalibLayout layout = make_calib_layout(samples);  // 2100 rows: two full chunks + rest
     auto src = QuantSource::open(model_);
     LATHE_QVERIFY_RESULT(src);
-    CalibBlock block(src.value().config(), layout);
+    const std::unique_ptr<CalibOps> ops = make_cpu_calib_ops();
+    CalibBlock block(src.value().config(), layout, *ops);
     constexpr int64_t kK = 48;
     std::vector<float> x = test::random_normal(static_cast<size_t>(layout.rows() * kK), 11);
     for (int64_t r = 0; r < layout.rows(); ++r) x[static_cast<size_t>(r * kK + 5)] *= 20.f;

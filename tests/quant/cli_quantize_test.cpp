@@ -2,6 +2,9 @@
 // per-layer progress with an ETA, a summary, and Ctrl-C (SIGINT) stopping cleanly with exit code
 // 130 and nothing left under the output name; a gptq run stopped after a block
 // (LATHE_QUANTIZE_STOP_AFTER_LAYERS) resumes with the same command and writes the same files.
+// --device: auto falls back to the CPU and says why, an explicit GPU that is not usable is an
+// error before any work (the CUDA plugin is pointed at a missing file, so this holds on a GPU
+// machine too); --load-format dummy quantizes random weights of a config.json's shape.
 #include <QtTest>
 
 #include <QProcess>
@@ -35,9 +38,24 @@ class CliQuantizeTest : public QObject {
   Q_OBJECT
   QTemporaryDir dir_;
   QString model_;
+  QString dummy_;  // a folder with a config.json alone
+  QString empty_;  // a folder without one
+  QString calib_;  // a small plain-text calibration file
 
  private slots:
   void initTestCase() {
+    // No CUDA plugin in the `lathe` processes, whatever the machine has.
+    qputenv("LATHE_CUDA_PLUGIN", dir_.filePath("no-such-liblathe_cuda.so").toUtf8());
+    dummy_ = dir_.filePath("dummy");
+    LATHE_QVERIFY_OK(lathe::test::write_synthetic_config(dummy_.toStdString(), {}));
+    empty_ = dir_.filePath("empty");
+    fs::create_directories(empty_.toStdString());
+    calib_ = dir_.filePath("calib.txt");
+    {
+      std::string text;
+      for (int i = 0; i < 3000; ++i) text += i % 7 ? "the river over stone " : "light 42.\n";
+      std::ofstream(calib_.toStdString()) << text;
+    }
     model_ = dir_.filePath("synthetic");
     LATHE_QVERIFY_OK(lathe::test::write_synthetic_model(model_.toStdString(), {}));
     lathe::test::SyntheticModel fp8;
@@ -72,6 +90,37 @@ class CliQuantizeTest : public QObject {
     QTest::newRow("shard size") << QStringList{model_, "-o",           out,   "--scheme",
                                                "rtn",  "--shard-size", "lots"}
                                 << "--shard-size";
+    QTest::newRow("cuda without a gpu")
+        << QStringList{model_,          "-o",   out,        "-s",  "gptq", "--group-size", "64",
+                       "--calibration", calib_, "--device", "cuda"}
+        << "--device cuda: ";
+    QTest::newRow("cuda:1 without a gpu")
+        << QStringList{model_,          "-o",   out,        "-s",    "awq",
+                       "--calibration", calib_, "--device", "cuda:1"}
+        << "; use --device cpu";
+    QTest::newRow("bogus device")
+        << QStringList{model_, "-o", out, "-s", "rtn", "--device", "bogus"}
+        << "--device must be auto, cpu, cuda or cuda:N (N a CUDA device number, 0 for the first), "
+           "got 'bogus'";
+    QTest::newRow("dummy without config.json")
+        << QStringList{empty_, "-o", out, "-s", "fp8-dynamic", "--load-format", "dummy"}
+        << "has no config.json";
+    QTest::newRow("dummy of a gguf")
+        << QStringList{QString::fromStdString(lathe::test::fixture_path("model/tiny_llama.gguf")),
+                       "-o",
+                       out,
+                       "-s",
+                       "q8_0",
+                       "--load-format",
+                       "dummy"}
+        << "is a GGUF file";
+    QTest::newRow("dummy with --calibration") << QStringList{dummy_,  "-o",
+                                                             out,     "-s",
+                                                             "gptq",  "--group-size",
+                                                             "64",    "--load-format",
+                                                             "dummy", "--calibration",
+                                                             calib_}
+                                              << "--load-format dummy reads no tokenizer";
   }
   void bad_input_is_one_line_and_exit_1() {
     QFETCH(QStringList, args);
@@ -108,13 +157,49 @@ class CliQuantizeTest : public QObject {
     QVERIFY(fs::exists(folder.toStdString() + "/quantize_config.json"));
   }
 
+  void quantizes_dummy_weights_and_says_where() {
+    const QString out = dir_.filePath("dummy_gptq");
+    lathe::test::ProcessResult r =
+        lathe_quantize({dummy_, "-o", out, "-s", "gptq", "--group-size", "64", "--desc-act",
+                        "--num-samples", "8", "--seq-len", "32", "--load-format", "dummy"});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    for (const char* needle :
+         {"weights: random (--load-format dummy)", "no tokenizer files copied", "device: cpu (",
+          "(--device auto: no usable GPU: ", "no-such-liblathe_cuda.so",
+          "calibration: 8 samples, 256 tokens of random token ids", "layer 2/2 done", ", on cpu (",
+          "lathe quantize: peak memory: host RSS "})
+      QVERIFY2(r.err.contains(needle), qPrintable(needle + QString("\n") + r.err));
+    QVERIFY2(!r.err.contains(", device "), qPrintable(r.err));  // no GPU memory on the CPU
+    QVERIFY(fs::exists(out.toStdString() + "/model.safetensors"));
+    QVERIFY(!fs::exists(out.toStdString() + "/tokenizer.json"));
+    // --device cpu says no more than where; a scheme that is not calibrated ignores --device.
+    r = lathe_quantize({dummy_, "-o", dir_.filePath("dummy_awq"), "-s", "awq", "--num-samples", "8",
+                        "--seq-len", "32", "--load-format", "dummy", "--device", "cpu"});
+    QVERIFY2(
+        r.exit_code == 0 && r.err.contains("device: cpu (") && !r.err.contains("--device auto"),
+        qPrintable(r.err));
+    r = lathe_quantize({dummy_, "-o", dir_.filePath("dummy_fp8"), "-s", "fp8-dynamic",
+                        "--load-format", "dummy", "--device", "cuda"});
+    QVERIFY2(r.exit_code == 0 && r.err.contains("--device cuda applies to gptq and awq only"),
+             qPrintable(r.err));
+  }
+
+  void no_resume_leaves_no_work_folder() {
+    const QString out = dir_.filePath("dummy_no_resume");
+    qputenv("LATHE_QUANTIZE_STOP_AFTER_LAYERS", "1");
+    lathe::test::ProcessResult r = lathe_quantize(
+        {dummy_, "-o", out, "-s", "gptq", "--group-size", "64", "--num-samples", "8", "--seq-len",
+         "32", "--load-format", "dummy", "--device", "cpu", "--no-resume"});
+    qunsetenv("LATHE_QUANTIZE_STOP_AFTER_LAYERS");
+    QVERIFY2(r.exit_code == 130 && r.err.contains("interrupted; nothing was written") &&
+                 !r.err.contains(".partial"),
+             qPrintable(r.err));
+    QVERIFY(!fs::exists(out.toStdString()));
+    QVERIFY(!fs::exists(out.toStdString() + ".partial"));
+  }
+
   void gptq_resumes_from_its_work_folder() {
-    const QString calib = dir_.filePath("calib.txt");
-    {
-      std::string text;
-      for (int i = 0; i < 3000; ++i) text += i % 7 ? "the river over stone " : "light 42.\n";
-      std::ofstream(calib.toStdString()) << text;
-    }
+    const QString calib = calib_;
     const QStringList common = {
         "-s",  "gptq",          "--group-size", "64",        "--calibration",
         calib, "--num-samples", "16",           "--seq-len", "32"};

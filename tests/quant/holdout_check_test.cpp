@@ -9,6 +9,7 @@
 
 #include <fstream>
 
+#include "engine/quant/calib_ops.h"
 #include "engine/quant/calibrated_quantizer.h"
 #include "engine/quant/holdout_check.h"
 #include "engine/quant/quantize_model.h"
@@ -45,7 +46,9 @@ class HoldoutCheckTest : public QObject {
     LATHE_ASSIGN_OR_RETURN(QuantScheme s, resolve_quant_scheme(r, DType::kBF16));
     CalibratedQuantizerOptions o;
     o.holdout_samples = holdout;
-    LATHE_ASSIGN_OR_RETURN(CalibratedQuantizer q, CalibratedQuantizer::create(src, s, set, o));
+    const std::unique_ptr<CalibOps> ops = make_cpu_calib_ops();
+    LATHE_ASSIGN_OR_RETURN(CalibratedQuantizer q,
+                           CalibratedQuantizer::create(src, s, set, *ops, o));
     std::vector<HoldoutBlock> out;
     for (int64_t l = 0; l < src.config().num_layers; ++l) {
       LATHE_ASSIGN_OR_RETURN(CalibratedBlock b, q.quantize_block(l, nullptr));

@@ -36,28 +36,36 @@ struct SyntheticModel {
   float norm_outlier_scale = 0.f;
 };
 
+// The config.json of `m` (a Hugging Face Llama or Qwen2 config).
+inline std::string synthetic_config_json(const SyntheticModel& m) {
+  const char* torch = m.dtype == "F16" ? "float16" : m.dtype == "F32" ? "float32" : "bfloat16";
+  return "{\"architectures\": [\"" +
+         std::string(m.arch == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM") +
+         "\"], \"model_type\": \"" + m.arch + "\", \"hidden_size\": " + std::to_string(m.hidden) +
+         ", \"intermediate_size\": " + std::to_string(m.intermediate) +
+         ", \"num_hidden_layers\": " + std::to_string(m.layers) +
+         ", \"num_attention_heads\": " + std::to_string(m.heads) +
+         ", \"num_key_value_heads\": " + std::to_string(m.kv_heads) +
+         ", \"vocab_size\": " + std::to_string(m.vocab) +
+         ", \"max_position_embeddings\": 256, \"rms_norm_eps\": 1e-05, "
+         "\"rope_theta\": 10000.0, \"hidden_act\": \"silu\", \"tie_word_embeddings\": " +
+         (m.tied ? "true" : "false") +
+         ", \"bos_token_id\": 1, \"eos_token_id\": 2, "
+         "\"torch_dtype\": \"" +
+         torch + "\"}";
+}
+
+// A folder with `m`'s config.json alone (a `--load-format dummy` source).
+inline Status write_synthetic_config(const std::string& folder, const SyntheticModel& m) {
+  std::filesystem::create_directories(folder);
+  return write_small_file(folder + "/config.json", synthetic_config_json(m));
+}
+
 // Writes config.json, model.safetensors (random weights, std 0.02; norms around 1) and the tiny
 // fixture's tokenizer files into `folder`.
 inline Status write_synthetic_model(const std::string& folder, const SyntheticModel& m) {
-  std::filesystem::create_directories(folder);
   const int64_t hd = m.hidden / m.heads;
-  const char* torch = m.dtype == "F16" ? "float16" : m.dtype == "F32" ? "float32" : "bfloat16";
-  std::string config =
-      "{\"architectures\": [\"" +
-      std::string(m.arch == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM") +
-      "\"], \"model_type\": \"" + m.arch + "\", \"hidden_size\": " + std::to_string(m.hidden) +
-      ", \"intermediate_size\": " + std::to_string(m.intermediate) +
-      ", \"num_hidden_layers\": " + std::to_string(m.layers) +
-      ", \"num_attention_heads\": " + std::to_string(m.heads) +
-      ", \"num_key_value_heads\": " + std::to_string(m.kv_heads) +
-      ", \"vocab_size\": " + std::to_string(m.vocab) +
-      ", \"max_position_embeddings\": 256, \"rms_norm_eps\": 1e-05, "
-      "\"rope_theta\": 10000.0, \"hidden_act\": \"silu\", \"tie_word_embeddings\": " +
-      (m.tied ? "true" : "false") +
-      ", \"bos_token_id\": 1, \"eos_token_id\": 2, "
-      "\"torch_dtype\": \"" +
-      torch + "\"}";
-  LATHE_RETURN_IF_ERROR(write_small_file(folder + "/config.json", config));
+  LATHE_RETURN_IF_ERROR(write_synthetic_config(folder, m));
   ModelConfig c;
   c.arch = m.arch == "qwen2" ? Architecture::kQwen2 : Architecture::kLlama;
   c.vocab_size = m.vocab;

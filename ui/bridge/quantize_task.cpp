@@ -109,6 +109,7 @@ void QuantizeTask::runJob(const QuantizeSpec& spec) {
   r.calibration.file = spec.calibrationFile.toStdString();
   r.calibration.num_samples = spec.calibrationSamples;
   r.calibration.seq_len = spec.calibrationSeqLen;
+  r.device = "auto";  // gptq, awq: the GPU when one is usable, else the CPU
   auto prepared = QuantizeJob::prepare(r);
   if (!prepared.is_ok()) {
     QuantizeOutcome o;
@@ -140,6 +141,8 @@ void QuantizeTask::runJob(const QuantizeSpec& spec) {
     info.elapsedSec = p.elapsed_s;
     info.etaSec = p.eta_s;
     info.residentBytes = residentMemoryBytes();
+    info.device = QString::fromStdString(p.device);
+    info.peakDeviceBytes = p.peak_device_bytes;
     m_lastPosted = info;
     QMetaObject::invokeMethod(
         this,

@@ -107,7 +107,11 @@ struct QuantizeProgressInfo {
   double elapsedSec = 0.0;
   double etaSec = 0.0;
   qint64 residentBytes = 0;  // this process's resident memory
-  bool evaluating = false;   // the output is written; lathe eval measures it (windows as tensors)
+  // gptq, awq: where the arithmetic runs ("cuda:0 NVIDIA H200", "cpu (16 threads)") and the GPU
+  // memory it has held at most (0 on the CPU); empty / 0 for the other schemes.
+  QString device;
+  qint64 peakDeviceBytes = 0;
+  bool evaluating = false;  // the output is written; lathe eval measures it (windows as tensors)
   double fraction() const {
     return tensorsTotal > 0 ? static_cast<double>(tensorsDone) / tensorsTotal : 0.0;
   }

@@ -94,9 +94,12 @@ void RunPage::onStarted(const QString& description, qint64 expectedBytes) {
 void RunPage::onProgress(const QuantizeProgressInfo& p) {
   if (!m_ownsJob) return;
   m_bar->setValue(qRound(p.fraction() * 1000));
-  m_detail->setText(tr("%1 · %2 elapsed · ETA %3 · memory %4")
-                        .arg(describeLayer(p), formatDuration(p.elapsedSec),
-                             formatDuration(p.etaSec), formatBytes(p.residentBytes)));
+  QString text = tr("%1 · %2 elapsed · ETA %3 · memory %4")
+                     .arg(describeLayer(p), formatDuration(p.elapsedSec), formatDuration(p.etaSec),
+                          formatBytes(p.residentBytes));
+  if (!p.device.isEmpty()) text += tr(" · on %1").arg(p.device);
+  if (p.peakDeviceBytes > 0) text += tr(" (GPU memory %1)").arg(formatBytes(p.peakDeviceBytes));
+  m_detail->setText(text);
 }
 
 void RunPage::onFinished(const QuantizeOutcome& o) {
