@@ -1,6 +1,7 @@
 // `lathe quantize MODEL --scheme S --output OUT [--bits B] [--group-size G] [--sym|--asym]
 // [--format F] [--desc-act] [--damp-percent P] [--calibration FILE] [--num-samples N]
 // [--seq-len L] [--holdout-samples H] [--device D] [--load-format auto|dummy] [--no-resume]
+// [--profile]
 // [--restart] [--force] [--shard-size SIZE]`: quantization of a Hugging Face folder or a GGUF
 // file, calibrated for gptq and awq on the CPU or a GPU (--device), or of random weights of a
 // config's shape (--load-format dummy, for speed measurements) (engine/quant/quantize_model.h does
@@ -47,6 +48,7 @@ struct QuantizeFlags {
   std::string device = "auto";
   std::string load_format = "auto";
   bool no_resume = false;
+  bool profile = false;
   bool restart = false;
   bool force = false;
   std::string shard_size = "5GiB";
@@ -94,6 +96,7 @@ int run_quantize(const QuantizeFlags& f) {
   r.device = f.device;
   r.load_format = f.load_format == "dummy" ? LoadFormat::kDummy : LoadFormat::kAuto;
   r.resumable = !f.no_resume;
+  r.profile = f.profile;
   if (const char* stop = std::getenv("LATHE_QUANTIZE_STOP_AFTER_LAYERS"); stop != nullptr)
     r.stop_after_layers = std::atoll(stop);
   r.force = f.force;
@@ -166,6 +169,7 @@ int run_quantize(const QuantizeFlags& f) {
             static_cast<long long>(100 * p.tensors_done / std::max<int64_t>(1, p.tensors_total)),
             what.c_str(), seconds_text(p.elapsed_s).c_str(), seconds_text(p.eta_s).c_str(),
             extra.c_str());
+        if (!p.timing.empty()) std::fprintf(stderr, "         time so far: %s\n", p.timing.c_str());
       },
       &g_cancel);
   std::signal(SIGINT, SIG_DFL);
@@ -255,6 +259,9 @@ void register_quantize(CLI::App& app, int* exit_code) {
   cmd->add_flag("--no-resume", f->no_resume,
                 "gptq, awq: keep no OUT.partial work folder (an interrupted run starts over); "
                 "the run needs about half the disk");
+  cmd->add_flag("--profile", f->profile,
+                "gptq, awq: after each block, where the time went so far (the device's linears, "
+                "attention, Hessians and GPTQ with their copies; reading, writing, checkpoints)");
   cmd->add_flag("--restart", f->restart,
                 "gptq, awq: discard OUT.partial, the finished blocks of an interrupted run (by "
                 "default the same command resumes from them), and start from block 0");

@@ -9,8 +9,6 @@
 namespace lathe {
 namespace {
 
-constexpr int64_t kMlpChunkRows = 1024;
-
 Result<CalibLinear> read_linear(const QuantSource& s, const std::string& name,
                                 const std::string& bias_name) {
   CalibLinear l;
@@ -97,17 +95,7 @@ Status CalibBlock::attention(const BlockTensors& t, std::vector<float>& q, std::
 
 Status CalibBlock::mlp_act(const float* h2, const CalibLinear& gate, const CalibLinear& up,
                            float* m) const {
-  const int64_t ff = gate.n, hidden = gate.k;
-  std::vector<float> g, u;
-  for (int64_t r0 = 0; r0 < rows(); r0 += kMlpChunkRows) {
-    const int64_t n = std::min(kMlpChunkRows, rows() - r0);
-    g.resize(static_cast<size_t>(n * ff));
-    u.resize(static_cast<size_t>(n * ff));
-    LATHE_RETURN_IF_ERROR(linear(h2 + r0 * hidden, n, gate, g.data()));
-    LATHE_RETURN_IF_ERROR(linear(h2 + r0 * hidden, n, up, u.data()));
-    cpu::swiglu(g.data(), u.data(), m + r0 * ff, n * ff);
-  }
-  return Status::ok();
+  return ops_->mlp_act(h2, rows(), gate, up, m);
 }
 
 Result<std::vector<double>> CalibBlock::hessian(const float* x, int64_t k) const {

@@ -73,8 +73,7 @@ class CalibBlock {
   // kv_size]); q and k are normalized (QK norm) and rotated in place.
   Status attention(const BlockTensors& t, std::vector<float>& q, std::vector<float>& k,
                    const std::vector<float>& v, float* out) const;
-  // m [rows, intermediate] = silu(h2 Wgate) * (h2 Wup), in chunks of rows (no full gate/up
-  // buffers).
+  // m [rows, intermediate] = silu(h2 Wgate) * (h2 Wup) (CalibOps::mlp_act).
   Status mlp_act(const float* h2, const CalibLinear& gate, const CalibLinear& up, float* m) const;
   // GPTQ's Hessian H = 2 X^T X / rows of x [rows, k], [k, k] row-major (hessian.h's quantity):
   // X_c^T X_c over chunks of 1024 rows as float32 products (linear()'s dot products), the chunks

@@ -13,6 +13,7 @@ namespace lathe {
 namespace {
 
 constexpr int64_t kHessianChunkRows = 1024;
+constexpr int64_t kMlpChunkRows = 1024;  // rows per gate / up product (no full [rows, ff] buffers)
 
 class CpuCalibOps final : public CalibOps {
  public:
@@ -23,6 +24,21 @@ class CpuCalibOps final : public CalibOps {
   Status linear(const float* x, int64_t rows, const CalibLinear& l, float* y) override {
     const TensorView w = make_view(DType::kF32, {l.n, l.k}, l.w.data());
     cpu::linear(x, rows, w, l.bias.empty() ? nullptr : l.bias.data(), y, ThreadPool::global());
+    return Status::ok();
+  }
+
+  Status mlp_act(const float* x, int64_t rows, const CalibLinear& gate, const CalibLinear& up,
+                 float* m) override {
+    const int64_t ff = gate.n, hidden = gate.k;
+    std::vector<float> g, u;
+    for (int64_t r0 = 0; r0 < rows; r0 += kMlpChunkRows) {
+      const int64_t n = std::min(kMlpChunkRows, rows - r0);
+      g.resize(static_cast<size_t>(n * ff));
+      u.resize(static_cast<size_t>(n * ff));
+      LATHE_RETURN_IF_ERROR(linear(x + r0 * hidden, n, gate, g.data()));
+      LATHE_RETURN_IF_ERROR(linear(x + r0 * hidden, n, up, u.data()));
+      cpu::swiglu(g.data(), u.data(), m + r0 * ff, n * ff);
+    }
     return Status::ok();
   }
 

@@ -1,7 +1,8 @@
 // Where the heavy arithmetic of a calibrated quantization (calibrated_quantizer.h) runs: the
-// linears of the calibration forward, the causal attention over the calibration samples, the
-// Hessians of the linears' inputs, and GPTQ on each matrix. Everything else of the forward (norms,
-// RoPE, SwiGLU, residual adds) stays in calib_block.cpp on the host: it is O(rows x features).
+// linears of the calibration forward (the MLP's gate and up with their SwiGLU in one call), the
+// causal attention over the calibration samples, the Hessians of the linears' inputs, and GPTQ on
+// each matrix. Everything else of the forward (norms, RoPE, SwiGLU, residual adds) stays in
+// calib_block.cpp on the host: it is O(rows x features).
 //
 // Two implementations with one contract (the CPU one's):
 //   - make_cpu_calib_ops(): calib_block's float32 loops, gptq.h's column loop, on
@@ -49,6 +50,12 @@ class CalibOps {
   // y [rows, l.n] = x [rows, l.k] l.w^T + l.bias (bias empty: none); float32 products and sums.
   // kResourceExhausted (CUDA) when the operands do not fit the device even in row chunks.
   virtual Status linear(const float* x, int64_t rows, const CalibLinear& l, float* y) = 0;
+
+  // The MLP's activation, the input of its down projection: m [rows, gate.n] = SiLU(x gate.w^T) *
+  // (x up.w^T) for x [rows, gate.k] (each with its bias, if any; SiLU(g) = g / (1 + exp(-g)),
+  // float32). One call per block, so an implementation can keep both weights resident for all rows.
+  virtual Status mlp_act(const float* x, int64_t rows, const CalibLinear& gate,
+                         const CalibLinear& up, float* m) = 0;
 
   // The causal attention above.
   virtual Status attention(const CalibLayout& layout, const CalibAttentionShape& shape,

@@ -1,5 +1,7 @@
 #include "engine/quant/calibrated_quantizer.h"
 
+#include <chrono>
+
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
@@ -171,7 +173,13 @@ Result<CalibratedBlock> CalibratedQuantizer::quantize_block(int64_t layer,
     return internal_error(
         strformat("blocks must be quantized in order: asked for %lld, next is %lld",
                   static_cast<long long>(layer), static_cast<long long>(next_layer_)));
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  Clock::time_point t0 = Clock::now();
   LATHE_ASSIGN_OR_RETURN(BlockTensors t, read_block_tensors(*source_, layer));
+  if (options_.timing) options_.timing->block_read_s += since(t0);
   CalibratedBlock out;
   const std::string prefix = "blk." + std::to_string(layer) + ".";
   const int64_t hidden = source_->config().hidden_size;
@@ -187,7 +195,9 @@ Result<CalibratedBlock> CalibratedQuantizer::quantize_block(int64_t layer,
     LATHE_RETURN_IF_ERROR(awq_block(t, prefix, cancel, &out));
   }
   if (holdout_samples_ > 0) {
+    t0 = Clock::now();
     Result<HoldoutBlock> h = compare_holdout(plain, t, holdout_in);
+    if (options_.timing) options_.timing->holdout_s += since(t0);
     if (!h.is_ok()) return h.status().with_context(prefix + "held-out check");
     out.has_holdout = true;
     out.holdout = h.value();

@@ -44,13 +44,15 @@
 #include "engine/quant/int_quant.h"
 #include "engine/quant/quant_scheme.h"
 #include "engine/quant/quant_source.h"
+#include "engine/quant/quant_timing.h"
 
 namespace lathe {
 
 struct CalibratedQuantizerOptions {
-  int64_t awq_loss_rows = 512;  // rows of the scale search's loss
-  int64_t awq_clip_rows = 128;  // rows of the clip search
-  int64_t holdout_samples = 0;  // calibration samples kept out of the fit (holdout_check.h)
+  int64_t awq_loss_rows = 512;    // rows of the scale search's loss
+  int64_t awq_clip_rows = 128;    // rows of the clip search
+  int64_t holdout_samples = 0;    // calibration samples kept out of the fit (holdout_check.h)
+  QuantTiming* timing = nullptr;  // when set: block_read_s and holdout_s are added to it
 };
 
 // What one block became: its linears' codes, and the float tensors that changed (AWQ: norm

@@ -66,6 +66,10 @@ Result<std::unique_ptr<QuantizeJob>> QuantizeJob::prepare(const QuantizeRequest&
   if (early.needs_calibration()) {  // an explicit GPU that is not usable fails here, before work
     LATHE_ASSIGN_OR_RETURN(QuantDeviceChoice choice, open_quant_device(device));
     job->ops_ = std::move(choice.ops);
+    if (r.profile) {
+      job->ops_ = make_timed_calib_ops(std::move(job->ops_), &job->timing_);
+      job->quantizer_options_.timing = &job->timing_;
+    }
     job->device_choice_ = std::move(choice.reason);
   }
   LATHE_ASSIGN_OR_RETURN(job->source_, QuantSource::open(r.model, r.load_format));
@@ -199,9 +203,17 @@ Result<QuantizeResult> QuantizeJob::run(const QuantizeProgressFn& progress,
     if (cancel != nullptr && cancel->load()) return interrupted();
     const std::string& name = order[i];
     std::vector<float> data;
+    Clock::time_point t0 = Clock::now();
+    // Adds the seconds since t0 to `into` and restarts t0 (request_.profile's stage times).
+    auto lap = [&](double& into) {
+      const Clock::time_point now = Clock::now();
+      into += std::chrono::duration<double>(now - t0).count();
+      t0 = now;
+    };
     if (source_.has(name)) {
       LATHE_ASSIGN_OR_RETURN(data, source_.read(name));
     }
+    lap(timing_.read_s);
     done_elems += static_cast<int64_t>(data.size());
     if (writer_->is_quantized(name)) {
       ++result.quantized_tensors;
@@ -218,7 +230,9 @@ Result<QuantizeResult> QuantizeJob::run(const QuantizeProgressFn& progress,
         if (!b.is_ok() && b.status().code() == ErrorCode::kCancelled) return interrupted();
         if (!b.is_ok()) return b.status().with_context("quantizing on " + p.device);
         block = std::move(b).value();
+        lap(timing_.block_s);
         if (ckpt) LATHE_RETURN_IF_ERROR(ckpt->save(layer, block, calibrated->hidden_state()));
+        lap(timing_.checkpoint_s);
         if (request_.stop_after_layers >= 0 && layer + 1 >= request_.stop_after_layers)
           return interrupted();
       }
@@ -232,6 +246,7 @@ Result<QuantizeResult> QuantizeJob::run(const QuantizeProgressFn& progress,
     } else {
       LATHE_RETURN_IF_ERROR(writer_->write_tensor(name, std::move(data)));
     }
+    lap(timing_.write_s);
     if (progress) {
       p.tensors_done = static_cast<int64_t>(i) + 1;
       p.tensor = name;
@@ -242,6 +257,7 @@ Result<QuantizeResult> QuantizeJob::run(const QuantizeProgressFn& progress,
       p.holdout_ratio = calibrated_layer && block.has_holdout ? block.holdout.ratio() : -1.0;
       p.layer_resumed = calibrated_layer && p.layer < result.resumed_layers;
       p.peak_device_bytes = ops_ ? ops_->peak_device_bytes() : 0;
+      p.timing = request_.profile && calibrated_layer && p.layer_finished ? timing_.summary() : "";
       if (p.layer_resumed) {
         resumed_elems = done_elems;  // read back so far
         resumed_s = p.elapsed_s;

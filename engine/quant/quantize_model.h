@@ -47,6 +47,7 @@
 #include "engine/quant/quant_output.h"
 #include "engine/quant/quant_scheme.h"
 #include "engine/quant/quant_source.h"
+#include "engine/quant/quant_timing.h"
 
 namespace lathe {
 
@@ -69,6 +70,9 @@ struct QuantizeRequest {
   // The library's default is the CPU, so a caller's results never depend on the machine; the CLI
   // and Lathe Studio pass "auto".
   std::string device = "cpu";
+  // gptq, awq: time the CalibOps calls and the job's stages (quant_timing.h) and report the sums
+  // with each finished block (QuantizeProgress::timing; `lathe quantize --profile`).
+  bool profile = false;
   // kDummy: `model` is a folder with a config.json and the weights are random (quant_source.h).
   LoadFormat load_format = LoadFormat::kAuto;
   // gptq, awq: false keeps no work folder ("<output>.partial" is neither read nor written): an
@@ -94,6 +98,9 @@ struct QuantizeProgress {
   // device memory it has held so far, bytes (0 on the CPU). Empty / 0 for the other schemes.
   std::string device;
   int64_t peak_device_bytes = 0;
+  // With QuantizeRequest::profile, when `layer_finished` for a calibrated block: QuantTiming's
+  // summary so far. Empty otherwise.
+  std::string timing;
 };
 using QuantizeProgressFn = std::function<void(const QuantizeProgress&)>;
 
@@ -146,6 +153,7 @@ class QuantizeJob {
   nlohmann::ordered_json job_identity_;  // gptq, awq
   int64_t checkpointed_layers_ = 0;
   std::unique_ptr<CalibOps> ops_;  // gptq, awq: the device's arithmetic
+  QuantTiming timing_;             // request_.profile: ops_ is timed into it
   std::string device_choice_;
 };
 

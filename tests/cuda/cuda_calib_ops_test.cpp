@@ -158,6 +158,44 @@ class CudaCalibOpsTest : public QObject {
       }
   }
 
+  // The MLP's SwiGLU activation: rows in one piece and (16384 rows of 2 x 5632 + 2048 floats, more
+  // than 512 MiB) in several; with and without biases; a gate and up that do not match are refused.
+  void mlp_act_matches_cpu() {
+    LATHE_REQUIRE_GPU();
+    std::unique_ptr<CalibOps> gpu = gpu_ops(), cpu = make_cpu_calib_ops();
+    struct Shape {
+      int64_t rows, ff, k;
+    };
+    uint32_t seed = 40;
+    for (const Shape& s : {Shape{1, 3, 5}, Shape{300, 704, 256}, Shape{16384, 5632, 2048}})
+      for (bool bias : {false, true}) {
+        if (bias && s.rows > 1000) continue;
+        CalibLinear gate{fast_random(static_cast<size_t>(s.ff * s.k), ++seed), {}, s.ff, s.k};
+        CalibLinear up{fast_random(static_cast<size_t>(s.ff * s.k), ++seed), {}, s.ff, s.k};
+        if (bias) {
+          gate.bias = fast_random(static_cast<size_t>(s.ff), ++seed);
+          up.bias = fast_random(static_cast<size_t>(s.ff), ++seed);
+        }
+        const std::vector<float> x = fast_random(static_cast<size_t>(s.rows * s.k), ++seed);
+        std::vector<float> want(static_cast<size_t>(s.rows * s.ff)), got(want.size(), NAN);
+        LATHE_QVERIFY_OK(cpu->mlp_act(x.data(), s.rows, gate, up, want.data()));
+        LATHE_QVERIFY_OK(gpu->mlp_act(x.data(), s.rows, gate, up, got.data()));
+        const double e = rel_l2(got, want);
+        QVERIFY2(e <= 1e-5, qPrintable(QString("rows %1 ff %2 k %3 bias %4: rel err %5")
+                                           .arg(s.rows)
+                                           .arg(s.ff)
+                                           .arg(s.k)
+                                           .arg(bias)
+                                           .arg(e)));
+      }
+    CalibLinear gate{fast_random(12, 1), {}, 3, 4}, up{fast_random(15, 2), {}, 3, 5};
+    std::vector<float> x(20), m(12);
+    const Status st = gpu->mlp_act(x.data(), 4, gate, up, m.data());
+    QCOMPARE(static_cast<int>(st.code()), static_cast<int>(ErrorCode::kInvalidArgument));
+    QVERIFY2(st.message().find("not two linears of one MLP") != std::string::npos,
+             st.message().c_str());
+  }
+
   void linear_in_pieces() {
     // 40000 rows of 2048 + 2048 floats are more than one 512 MiB piece: rows around the piece
     // boundary and at the end against the CPU.

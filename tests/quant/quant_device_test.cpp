@@ -37,6 +37,11 @@ class CountingOps final : public CalibOps {
     LATHE_RETURN_IF_ERROR(count("linear"));
     return cpu_->linear(x, rows, l, y);
   }
+  Status mlp_act(const float* x, int64_t rows, const CalibLinear& gate, const CalibLinear& up,
+                 float* m) override {
+    LATHE_RETURN_IF_ERROR(count("mlp_act"));
+    return cpu_->mlp_act(x, rows, gate, up, m);
+  }
   Status attention(const CalibLayout& layout, const CalibAttentionShape& shape, const float* q,
                    const float* k, const float* v, float* out) override {
     LATHE_RETURN_IF_ERROR(count("attention"));
@@ -182,12 +187,14 @@ class QuantDeviceTest : public QObject {
     QCOMPARE(gptq_ops.calls["gptq"], 2 * 7);
     QVERIFY(gptq_ops.calls["linear"] > 0);
     QVERIFY(gptq_ops.calls["attention"] >= 2 * 4);  // the fit's and 3 held-out forwards per block
+    QCOMPARE(gptq_ops.calls["mlp_act"], 2 * 4);      // the same four forwards' MLPs
     CountingOps awq_ops;
     LATHE_QVERIFY_OK(quantize_all("awq", awq_ops));
     QCOMPARE(awq_ops.calls["hessian"], 0);
     QCOMPARE(awq_ops.calls["gptq"], 0);
     QVERIFY(awq_ops.calls["linear"] > 0);
     QVERIFY(awq_ops.calls["attention"] >= 2 * 4);
+    QVERIFY(awq_ops.calls["mlp_act"] >= 2 * 4);
   }
 
   void an_error_of_the_ops_is_the_error_of_the_block_data() {
@@ -204,6 +211,10 @@ class QuantDeviceTest : public QObject {
                                       << "attention" << 6;
     QTest::newRow("awq attention 3") << "awq"
                                      << "attention" << 3;
+    QTest::newRow("gptq mlp_act 1") << "gptq"
+                                    << "mlp_act" << 1;
+    QTest::newRow("awq mlp_act 6") << "awq"
+                                   << "mlp_act" << 6;
     QTest::newRow("gptq hessian 3") << "gptq"
                                     << "hessian" << 3;
     QTest::newRow("gptq gptq 1") << "gptq"

@@ -7,6 +7,8 @@
 //
 //   linear     cuBLAS SGEMM in float32 (CUBLAS_DEFAULT_MATH: no TF32), y preloaded with the bias;
 //              rows in pieces of at most kLinearPieceBytes of x + y.
+//   mlp_act    both weights uploaded once, then per piece of rows two SGEMMs and the SwiGLU
+//              (calib_linear.cu), so a block's MLP moves its weights once, not once per row chunk.
 //   attention  calib_attention.cu, whole samples per piece.
 //   hessian    chunks of 1024 rows (the CPU's): float32 SGEMM panel products X^T X[:, a0:a0+1024]
 //              summed into a float64 [k, k] on the device; first non-finite index by atomicMin.
@@ -96,10 +98,14 @@ struct Slot {
 class CudaCalibOps final : public CalibOps {
  public:
   explicit CudaCalibOps(int32_t device) : device_(device) {
-    Slot* slots[] = {&w_,       &bias_,  &x_,      &y_,     &q_,    &k_,    &v_,    &o_,    &first_,
-                     &chunk_,   &panel_, &sum_,    &bad_,   &ha_,   &hb_,   &wf_,   &wp_,   &err_,
-                     &codes_p_, &codes_, &scales_, &zeros_, &loss_, &perm_, &dead_, &work_, &info_};
-    const char* names[] = {"linear weights",
+    Slot* slots[] = {&w2_,    &bias2_, &y2_,   &w_,     &bias_,  &x_,       &y_,     &q_,
+                     &k_,     &v_,     &o_,    &first_, &chunk_, &panel_,   &sum_,   &bad_,
+                     &ha_,    &hb_,    &wf_,   &wp_,    &err_,   &codes_p_, &codes_, &scales_,
+                     &zeros_, &loss_,  &perm_, &dead_,  &work_,  &info_};
+    const char* names[] = {"MLP up weights",
+                           "MLP up bias",
+                           "MLP up output",
+                           "linear weights",
                            "linear bias",
                            "linear input",
                            "linear output",
@@ -196,19 +202,69 @@ class CudaCalibOps final : public CalibOps {
     LATHE_RETURN_IF_ERROR(staging_.upload(w_.buf.get(), l.w.data(), w_bytes, stream_));
     if (has_bias)
       LATHE_RETURN_IF_ERROR(staging_.upload(bias_.buf.get(), l.bias.data(), n * 4, stream_));
-    const float one = 1.f, beta = has_bias ? 1.f : 0.f;
     for (int64_t r0 = 0; r0 < rows; r0 += piece) {
       const int64_t m = std::min(piece, rows - r0);
       LATHE_RETURN_IF_ERROR(staging_.upload(x_.buf.get(), x + r0 * k, m * k * 4, stream_));
-      if (has_bias)
-        LATHE_RETURN_IF_ERROR(
-            cuda::calib_broadcast_bias(y_.as<float>(), bias_.as<float>(), m, n, stream_));
-      // Column-major view: y^T [n, m] = W [n, k] (the row-major [n, k] read transposed) x^T [k, m].
-      LATHE_CUBLAS_TRY(cublasSgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n),
-                                   static_cast<int>(m), static_cast<int>(k), &one, w_.as<float>(),
-                                   static_cast<int>(k), x_.as<float>(), static_cast<int>(k), &beta,
-                                   y_.as<float>(), static_cast<int>(n)));
+      LATHE_RETURN_IF_ERROR(rows_times(w_.as<float>(), has_bias ? bias_.as<float>() : nullptr, n, k,
+                                       m, y_.as<float>()));
       LATHE_RETURN_IF_ERROR(staging_.download(y + r0 * n, y_.buf.get(), m * n * 4, stream_));
+    }
+    return Status();
+  }
+
+  Status mlp_act(const float* x, int64_t rows, const CalibLinear& gate, const CalibLinear& up,
+                 float* m) override {
+    const int64_t ff = gate.n, k = gate.k;
+    auto bad = [&](const CalibLinear& l) {
+      return static_cast<int64_t>(l.w.size()) != l.n * l.k ||
+             (!l.bias.empty() && static_cast<int64_t>(l.bias.size()) != l.n);
+    };
+    if (up.n != ff || up.k != k || k <= 0 || bad(gate) || bad(up))
+      return invalid_argument(strformat(
+          "mlp_act: gate [%lld, %lld] (%zu weights) and up [%lld, %lld] (%zu weights) are not two "
+          "linears of one MLP",
+          static_cast<long long>(gate.n), static_cast<long long>(gate.k), gate.w.size(),
+          static_cast<long long>(up.n), static_cast<long long>(up.k), up.w.size()));
+    if (rows <= 0 || ff <= 0) return Status();
+    LATHE_CUDA_TRY(cudaSetDevice(device_));
+    const int64_t w_bytes = ff * k * 4, row_bytes = (k + 2 * ff) * 4;
+    int64_t piece = std::max<int64_t>(1, cuda::plan_chunk_rows(rows, row_bytes, kLinearPieceBytes));
+    for (;;) {
+      const Status st = reserve({{&w_, w_bytes},
+                                 {&w2_, w_bytes},
+                                 {&bias_, gate.bias.empty() ? 0 : ff * 4},
+                                 {&bias2_, up.bias.empty() ? 0 : ff * 4},
+                                 {&x_, piece * k * 4},
+                                 {&y_, piece * ff * 4},
+                                 {&y2_, piece * ff * 4}});
+      if (st.is_ok()) break;
+      if (st.code() != ErrorCode::kResourceExhausted) return st;
+      if (piece == 1)
+        return resource_exhausted(strformat(
+            "an MLP of [%lld, %lld] gate and up does not fit %s: their weights take %s and each "
+            "row "
+            "of input and outputs %s; %s. Free the GPU of other processes or calibrate on the CPU",
+            static_cast<long long>(ff), static_cast<long long>(k), name_.c_str(),
+            bytes_text(2 * w_bytes).c_str(), bytes_text(row_bytes).c_str(), memory_text().c_str()));
+      piece = std::max<int64_t>(1, piece / 2);
+    }
+    LATHE_RETURN_IF_ERROR(staging_.upload(w_.buf.get(), gate.w.data(), w_bytes, stream_));
+    LATHE_RETURN_IF_ERROR(staging_.upload(w2_.buf.get(), up.w.data(), w_bytes, stream_));
+    if (!gate.bias.empty())
+      LATHE_RETURN_IF_ERROR(staging_.upload(bias_.buf.get(), gate.bias.data(), ff * 4, stream_));
+    if (!up.bias.empty())
+      LATHE_RETURN_IF_ERROR(staging_.upload(bias2_.buf.get(), up.bias.data(), ff * 4, stream_));
+    for (int64_t r0 = 0; r0 < rows; r0 += piece) {
+      const int64_t n = std::min(piece, rows - r0);
+      LATHE_RETURN_IF_ERROR(staging_.upload(x_.buf.get(), x + r0 * k, n * k * 4, stream_));
+      LATHE_RETURN_IF_ERROR(rows_times(w_.as<float>(),
+                                       gate.bias.empty() ? nullptr : bias_.as<float>(), ff, k, n,
+                                       y_.as<float>()));
+      LATHE_RETURN_IF_ERROR(rows_times(w2_.as<float>(),
+                                       up.bias.empty() ? nullptr : bias2_.as<float>(), ff, k, n,
+                                       y2_.as<float>()));
+      LATHE_RETURN_IF_ERROR(cuda::calib_swiglu(y_.as<float>(), y2_.as<float>(), n * ff, stream_));
+      LATHE_RETURN_IF_ERROR(staging_.download(m + r0 * ff, y_.buf.get(), n * ff * 4, stream_));
     }
     return Status();
   }
@@ -328,6 +384,19 @@ class CudaCalibOps final : public CalibOps {
                           const GptqConfig& c) override;
 
  private:
+  // y [m, n] = x_ [m, k] w^T (+ bias): w [n, k] and bias [n] on the device (bias null: none),
+  // the input in x_. float32 SGEMM.
+  Status rows_times(const float* w, const float* bias, int64_t n, int64_t k, int64_t m, float* y) {
+    if (bias != nullptr) LATHE_RETURN_IF_ERROR(cuda::calib_broadcast_bias(y, bias, m, n, stream_));
+    const float one = 1.f, beta = bias != nullptr ? 1.f : 0.f;
+    // Column-major view: y^T [n, m] = W [n, k] (the row-major [n, k] read transposed) x^T [k, m].
+    LATHE_CUBLAS_TRY(cublasSgemm(blas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n),
+                                 static_cast<int>(m), static_cast<int>(k), &one, w,
+                                 static_cast<int>(k), x_.as<float>(), static_cast<int>(k), &beta, y,
+                                 static_cast<int>(n)));
+    return Status();
+  }
+
   // Makes every listed slot at least as large as asked (a slot that grows loses its contents).
   // When one cannot be allocated, every slot not listed is released and it is tried once more;
   // then kResourceExhausted naming the buffer and the device's memory.
@@ -369,7 +438,8 @@ class CudaCalibOps final : public CalibOps {
   cusolverDnParams_t params_ = nullptr;
   cuda::HostStaging staging_;
   int64_t held_ = 0, peak_ = 0;
-  Slot w_, bias_, x_, y_;           // linear
+  Slot w_, bias_, x_, y_;           // linear; mlp_act's gate
+  Slot w2_, bias2_, y2_;            // mlp_act's up
   Slot q_, k_, v_, o_, first_;      // attention
   Slot chunk_, panel_, sum_, bad_;  // hessian
   Slot ha_, hb_, wf_, wp_, err_, codes_p_, codes_, scales_, zeros_, loss_, perm_, dead_, work_,
