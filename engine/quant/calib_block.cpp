@@ -2,12 +2,20 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "engine/backend/cpu/cpu_ops.h"
+#include "engine/core/thread_pool.h"
 #include "engine/quant/calib_ops.h"
 
 namespace lathe {
 namespace {
+
+// fn(r0, r1) over [0, rows) in ranges on ThreadPool::global(). The per-row host ops of the
+// forward (norms, RoPE, residual adds) are independent per row, so splitting them changes no value.
+void for_rows(int64_t rows, const std::function<void(int64_t, int64_t)>& fn) {
+  ThreadPool::global().parallel_for(rows, fn);
+}
 
 Result<CalibLinear> read_linear(const QuantSource& s, const std::string& name,
                                 const std::string& bias_name) {
@@ -72,7 +80,11 @@ CalibBlock::CalibBlock(const ModelConfig& config, const CalibLayout& layout, Cal
     : c_(config), layout_(layout), inv_freq_(cpu::rope_inv_freq(config)), ops_(&ops) {}
 
 void CalibBlock::norm(const float* x, const std::vector<float>& weight, float* out) const {
-  cpu::rms_norm(x, weight.data(), rows(), c_.hidden_size, static_cast<float>(c_.rms_norm_eps), out);
+  const int64_t d = c_.hidden_size;
+  const float eps = static_cast<float>(c_.rms_norm_eps);
+  for_rows(rows(), [&](int64_t r0, int64_t r1) {
+    cpu::rms_norm(x + r0 * d, weight.data(), r1 - r0, d, eps, out + r0 * d);
+  });
 }
 
 Status CalibBlock::linear(const float* x, int64_t rows_x, const CalibLinear& l, float* y) const {
@@ -83,12 +95,17 @@ Status CalibBlock::attention(const BlockTensors& t, std::vector<float>& q, std::
                              const std::vector<float>& v, float* out) const {
   const int64_t r = rows(), hd = c_.head_dim, nh = c_.num_heads, nkv = c_.num_kv_heads;
   const float eps = static_cast<float>(c_.rms_norm_eps);
-  if (!t.q_norm.empty()) {
-    cpu::rms_norm(q.data(), t.q_norm.data(), r * nh, hd, eps, q.data());
-    cpu::rms_norm(k.data(), t.k_norm.data(), r * nkv, hd, eps, k.data());
-  }
-  cpu::rope(q.data(), layout_.positions.data(), r, nh, hd, inv_freq_, c_.rope_style);
-  cpu::rope(k.data(), layout_.positions.data(), r, nkv, hd, inv_freq_, c_.rope_style);
+  for_rows(r, [&](int64_t r0, int64_t r1) {
+    float* qr = q.data() + r0 * nh * hd;
+    float* kr = k.data() + r0 * nkv * hd;
+    if (!t.q_norm.empty()) {
+      cpu::rms_norm(qr, t.q_norm.data(), (r1 - r0) * nh, hd, eps, qr);
+      cpu::rms_norm(kr, t.k_norm.data(), (r1 - r0) * nkv, hd, eps, kr);
+    }
+    const int32_t* pos = layout_.positions.data() + r0;
+    cpu::rope(qr, pos, r1 - r0, nh, hd, inv_freq_, c_.rope_style);
+    cpu::rope(kr, pos, r1 - r0, nkv, hd, inv_freq_, c_.rope_style);
+  });
   const CalibAttentionShape shape{nh, nkv, hd, c_.sliding_window};
   return ops_->attention(layout_, shape, q.data(), k.data(), v.data(), out);
 }
@@ -131,7 +148,11 @@ Status CalibBlock::forward(const BlockTensors& t, float* x) const {
 }
 
 void CalibBlock::add(float* x, const std::vector<float>& y) {
-  for (size_t i = 0; i < y.size(); ++i) x[i] += y[i];
+  float* xs = x;
+  const float* ys = y.data();
+  ThreadPool::global().parallel_for(static_cast<int64_t>(y.size()), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) xs[i] += ys[i];
+  });
 }
 
 }  // namespace lathe

@@ -117,8 +117,10 @@ Result<IntQuantizedMatrix> quantize_int_rtn(const float* w, int64_t rows, int64_
 
 std::vector<float> dequantize_int(const IntQuantizedMatrix& q) {
   std::vector<float> out(static_cast<size_t>(q.rows * q.cols));
-  for (int64_t r = 0; r < q.rows; ++r)
-    for (int64_t k = 0; k < q.cols; ++k) out[static_cast<size_t>(r * q.cols + k)] = q.value(r, k);
+  ThreadPool::global().parallel_for(q.rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t k = 0; k < q.cols; ++k) out[static_cast<size_t>(r * q.cols + k)] = q.value(r, k);
+  });
   return out;
 }
 
