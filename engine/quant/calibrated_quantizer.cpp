@@ -64,6 +64,13 @@ void maybe_dump_gptq_input(const std::string& prefix, const char* name, const Ca
   std::ofstream(base + ".shape") << l.n << " " << l.k << " " << rows << "\n";
 }
 
+// `buf` holding n floats: its old values are left in place (every caller overwrites all of them),
+// so a buffer kept from the last block costs neither a new allocation nor its page faults.
+std::vector<float>& scratch(std::vector<float>& buf, int64_t n) {
+  buf.resize(static_cast<size_t>(n));
+  return buf;
+}
+
 double squared_error(const std::vector<float>& a, const std::vector<float>& b) {
   double e = 0.0;
   for (size_t i = 0; i < a.size(); ++i) {
@@ -247,7 +254,7 @@ Status CalibratedQuantizer::gptq_block(BlockTensors& t, const std::string& prefi
     return h;
   };
 
-  std::vector<float> h1(static_cast<size_t>(rows * hidden));
+  std::vector<float>& h1 = scratch(scratch_.h1, rows * hidden);
   block_.norm(x_.data(), t.attn_norm, h1.data());
   {
     LATHE_ASSIGN_OR_RETURN(std::vector<double> h, hessian_of(h1, hidden));
@@ -255,38 +262,35 @@ Status CalibratedQuantizer::gptq_block(BlockTensors& t, const std::string& prefi
     LATHE_RETURN_IF_ERROR(quantize(t.k, "attn_k", h, h1));
     LATHE_RETURN_IF_ERROR(quantize(t.v, "attn_v", h, h1));
   }
-  std::vector<float> q(static_cast<size_t>(rows * t.q.n)), k(static_cast<size_t>(rows * t.k.n)),
-      v(static_cast<size_t>(rows * t.v.n));
+  std::vector<float>& q = scratch(scratch_.q, rows * t.q.n);
+  std::vector<float>& k = scratch(scratch_.k, rows * t.k.n);
+  std::vector<float>& v = scratch(scratch_.v, rows * t.v.n);
   LATHE_RETURN_IF_ERROR(
       block_.linear(h1.data(), rows, t.q, q.data()).with_context(prefix + "forward"));
   LATHE_RETURN_IF_ERROR(
       block_.linear(h1.data(), rows, t.k, k.data()).with_context(prefix + "forward"));
   LATHE_RETURN_IF_ERROR(
       block_.linear(h1.data(), rows, t.v, v.data()).with_context(prefix + "forward"));
-  h1 = {};
-  std::vector<float> a(static_cast<size_t>(rows * t.o.k));
+  std::vector<float>& a = scratch(scratch_.a, rows * t.o.k);
   LATHE_RETURN_IF_ERROR(block_.attention(t, q, k, v, a.data()).with_context(prefix + "forward"));
-  q = k = v = {};
   {
     LATHE_ASSIGN_OR_RETURN(std::vector<double> h, hessian_of(a, t.o.k));
     LATHE_RETURN_IF_ERROR(quantize(t.o, "attn_output", h, a));
   }
-  std::vector<float> y(static_cast<size_t>(rows * hidden));
+  std::vector<float>& y = scratch(scratch_.y, rows * hidden);
   LATHE_RETURN_IF_ERROR(
       block_.linear(a.data(), rows, t.o, y.data()).with_context(prefix + "forward"));
-  a = {};
   CalibBlock::add(x_.data(), y);
-  std::vector<float> h2(static_cast<size_t>(rows * hidden));
+  std::vector<float>& h2 = scratch(scratch_.h2, rows * hidden);
   block_.norm(x_.data(), t.ffn_norm, h2.data());
   {
     LATHE_ASSIGN_OR_RETURN(std::vector<double> h, hessian_of(h2, hidden));
     LATHE_RETURN_IF_ERROR(quantize(t.gate, "ffn_gate", h, h2));
     LATHE_RETURN_IF_ERROR(quantize(t.up, "ffn_up", h, h2));
   }
-  std::vector<float> m(static_cast<size_t>(rows * t.down.k));
+  std::vector<float>& m = scratch(scratch_.m, rows * t.down.k);
   LATHE_RETURN_IF_ERROR(
       block_.mlp_act(h2.data(), t.gate, t.up, m.data()).with_context(prefix + "forward"));
-  h2 = {};
   {
     LATHE_ASSIGN_OR_RETURN(std::vector<double> h, hessian_of(m, t.down.k));
     LATHE_RETURN_IF_ERROR(quantize(t.down, "ffn_down", h, m));
@@ -305,32 +309,31 @@ Status CalibratedQuantizer::awq_block(BlockTensors& t, const std::string& prefix
   ac.quant = scheme_.int_config;
 
   // The float block, with every linear's input kept.
-  std::vector<float> h1(static_cast<size_t>(rows * hidden));
+  std::vector<float>& h1 = scratch(scratch_.h1, rows * hidden);
   block_.norm(x_.data(), t.attn_norm, h1.data());
-  std::vector<float> q(static_cast<size_t>(rows * t.q.n)), k(static_cast<size_t>(rows * t.k.n)),
-      v(static_cast<size_t>(rows * t.v.n));
+  std::vector<float>& q = scratch(scratch_.q, rows * t.q.n);
+  std::vector<float>& k = scratch(scratch_.k, rows * t.k.n);
+  std::vector<float>& v = scratch(scratch_.v, rows * t.v.n);
   LATHE_RETURN_IF_ERROR(
       block_.linear(h1.data(), rows, t.q, q.data()).with_context(prefix + "forward"));
   LATHE_RETURN_IF_ERROR(
       block_.linear(h1.data(), rows, t.k, k.data()).with_context(prefix + "forward"));
   LATHE_RETURN_IF_ERROR(
       block_.linear(h1.data(), rows, t.v, v.data()).with_context(prefix + "forward"));
-  std::vector<float> a(static_cast<size_t>(rows * t.o.k));
+  std::vector<float>& a = scratch(scratch_.a, rows * t.o.k);
   LATHE_RETURN_IF_ERROR(block_.attention(t, q, k, v, a.data()).with_context(prefix + "forward"));
-  q = k = v = {};
-  std::vector<float> y(static_cast<size_t>(rows * hidden));
+  std::vector<float>& y = scratch(scratch_.y, rows * hidden);
   LATHE_RETURN_IF_ERROR(
       block_.linear(a.data(), rows, t.o, y.data()).with_context(prefix + "forward"));
   CalibBlock::add(x_.data(), y);
-  std::vector<float> h2(static_cast<size_t>(rows * hidden));
+  std::vector<float>& h2 = scratch(scratch_.h2, rows * hidden);
   block_.norm(x_.data(), t.ffn_norm, h2.data());
-  std::vector<float> m(static_cast<size_t>(rows * t.down.k));
+  std::vector<float>& m = scratch(scratch_.m, rows * t.down.k);
   LATHE_RETURN_IF_ERROR(
       block_.mlp_act(h2.data(), t.gate, t.up, m.data()).with_context(prefix + "forward"));
   LATHE_RETURN_IF_ERROR(
       block_.linear(m.data(), rows, t.down, y.data()).with_context(prefix + "forward"));
   CalibBlock::add(x_.data(), y);  // x_ is now the float block's output: the next block's input
-  y = {};
   LATHE_RETURN_IF_ERROR(check_cancel(cancel));
 
   // Scale search of one group sharing the input `x` ([rows, kk]); the loss is the squared error

@@ -113,6 +113,12 @@ class CalibratedQuantizer {
   int64_t holdout_samples_ = 0;
   CalibBlock holdout_block_;  // the held-out samples alone
   std::vector<float> x_;      // hidden states entering block next_layer_, [rows, hidden]
+  // The block's activations over all rows (gptq_block, awq_block), kept from one block to the
+  // next: each is overwritten whole before it is read (8B shape, 65536 rows: ~9 GiB that would
+  // otherwise be allocated and page-faulted again for every block).
+  struct BlockScratch {
+    std::vector<float> h1, q, k, v, a, y, h2, m;
+  } scratch_;
   int64_t next_layer_ = 0;
 };
 
