@@ -143,12 +143,15 @@ Result<QuantizeResult> QuantizeJob::run(const QuantizeProgressFn& progress,
   LATHE_RETURN_IF_ERROR(writer_->begin(out.temp_path()));
 
   const std::vector<std::string>& order = writer_->order();
-  int64_t total_elems = 0;
-  for (const std::string& name : order) {
+  // A tensor's elements in the source (0 when it has none).
+  auto elems_of = [&](const std::string& name) -> int64_t {
+    if (!source_.has(name)) return 0;
     int64_t n = 1;
     for (int64_t d : source_.shape(name)) n *= d;
-    total_elems += source_.has(name) ? n : 0;
-  }
+    return n;
+  };
+  int64_t total_elems = 0;
+  for (const std::string& name : order) total_elems += elems_of(name);
   QuantizeResult result;
   std::optional<CalibratedQuantizer> calibrated;
   std::optional<QuantCheckpoint> ckpt;
@@ -210,11 +213,6 @@ Result<QuantizeResult> QuantizeJob::run(const QuantizeProgressFn& progress,
       into += std::chrono::duration<double>(now - t0).count();
       t0 = now;
     };
-    if (source_.has(name)) {
-      LATHE_ASSIGN_OR_RETURN(data, source_.read(name));
-    }
-    lap(timing_.read_s);
-    done_elems += static_cast<int64_t>(data.size());
     if (writer_->is_quantized(name)) {
       ++result.quantized_tensors;
     } else {
@@ -239,9 +237,18 @@ Result<QuantizeResult> QuantizeJob::run(const QuantizeProgressFn& progress,
       for (const std::string& n : block.notes) result.notes.push_back(n);
       if (block.has_holdout) holdout.push_back(block.holdout);
     }
-    if (auto q = block.linears.find(name); q != block.linears.end()) {
+    // A tensor the block replaces (its quantized linears; AWQ's folded norms) is not read again:
+    // the block read it already.
+    const auto q = block.linears.find(name);
+    const auto f = block.replaced.find(name);
+    if (q == block.linears.end() && f == block.replaced.end() && source_.has(name)) {
+      LATHE_ASSIGN_OR_RETURN(data, source_.read(name));
+    }
+    lap(timing_.read_s);
+    done_elems += elems_of(name);
+    if (q != block.linears.end()) {
       LATHE_RETURN_IF_ERROR(writer_->write_quantized(name, q->second));
-    } else if (auto f = block.replaced.find(name); f != block.replaced.end()) {
+    } else if (f != block.replaced.end()) {
       LATHE_RETURN_IF_ERROR(writer_->write_tensor(name, std::move(f->second)));
     } else {
       LATHE_RETURN_IF_ERROR(writer_->write_tensor(name, std::move(data)));
