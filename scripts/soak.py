@@ -170,6 +170,11 @@ def main():
     ap.add_argument("--disconnect-fraction", type=float, default=0.2)
     ap.add_argument("--max-rss-growth", type=float, default=0.05)
     ap.add_argument("--max-health-ms", type=float, default=100)
+    ap.add_argument("--health-contract", choices=("max", "shared"), default="max",
+                    help="max: every /health probe under --max-health-ms (a quiet machine, the "
+                         "hour's criterion); shared: median < 10 ms, at most 2%% of probes at or "
+                         "over 100 ms and none over 1 s (a machine running other work, as CI "
+                         "does; test_server_engine's contract)")
     ap.add_argument("--fill-words", type=int, default=600, help="words per warm-up prompt")
     ap.add_argument("--max-fill-requests", type=int, default=400)
     ap.add_argument("--out", default="")
@@ -254,9 +259,17 @@ def main():
         "kv_blocks_used_at_end": used,
         "requests_running_at_end": running,
     }
+    slow = sum(1 for ms in health_ms if ms >= 100)
+    summary["health_probes_over_100ms"] = slow
+    if args.health_contract == "max":
+        health_ok = summary["health_ms_max"] < args.max_health_ms
+    else:
+        health_ok = (summary["health_ms_p50"] < 10 and slow <= 0.02 * len(health_ms) and
+                     summary["health_ms_max"] <= 1000)
+    summary["health_contract"] = args.health_contract
     ok = (not stats.unexpected and used == 0 and (running in (None, 0)) and
           summary["rss_growth"] is not None and summary["rss_growth"] < args.max_rss_growth and
-          summary["health_ms_max"] < args.max_health_ms)
+          health_ok)
     summary["passed"] = ok
     text = json.dumps(summary, indent=1)
     print(text)
