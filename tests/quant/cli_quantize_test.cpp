@@ -184,6 +184,25 @@ class CliQuantizeTest : public QObject {
              qPrintable(r.err));
   }
 
+  // --profile: after each block, where the time went (every op kind and stage named, counts that
+  // grow); a scheme that is not calibrated prints no profile.
+  void profile_prints_where_the_time_went() {
+    lathe::test::ProcessResult r =
+        lathe_quantize({dummy_, "-o", dir_.filePath("dummy_profile"), "-s", "gptq", "--group-size",
+                        "64", "--num-samples", "8", "--seq-len", "32", "--load-format", "dummy",
+                        "--device", "cpu", "--no-resume", "--profile"});
+    QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+    QCOMPARE(r.err.count("time so far: ops "), 2);  // two blocks
+    for (const char* needle : {"linear ", "mlp ", "attention ", "hessian ", "gptq 0", "gptq ",
+                               "blocks ", "held-out checks ", "writer ", "checkpoints "})
+      QVERIFY2(r.err.contains(needle), qPrintable(needle + QString("\n") + r.err));
+    // Block 1's line counts 7 GPTQ runs, block 2's 14.
+    QVERIFY2(r.err.contains("/ 7)") && r.err.contains("/ 14)"), qPrintable(r.err));
+    r = lathe_quantize({dummy_, "-o", dir_.filePath("dummy_profile_rtn"), "-s", "rtn",
+                        "--load-format", "dummy", "--profile"});
+    QVERIFY2(r.exit_code == 0 && !r.err.contains("time so far"), qPrintable(r.err));
+  }
+
   void no_resume_leaves_no_work_folder() {
     const QString out = dir_.filePath("dummy_no_resume");
     qputenv("LATHE_QUANTIZE_STOP_AFTER_LAYERS", "1");
