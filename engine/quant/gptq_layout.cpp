@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/strings.h"
+#include "engine/core/thread_pool.h"
 
 namespace lathe {
 
@@ -35,13 +36,18 @@ Result<std::vector<PackedTensor>> pack_gptq_linear(const std::string& prefix,
   const int64_t n = q.rows, k = q.cols, ng = q.num_groups(), b = q.bits, pack = 32 / b;
   const uint32_t mask = (1u << b) - 1;
   std::vector<SafetensorsTensorSpec> specs = gptq_linear_specs(prefix, n, k, q.bits, ng);
+  // qweight [k / pack, n]: word (p, r) packs codes r, p * pack .. p * pack + pack - 1 (the first in
+  // the low bits). Words are built whole, packed rows split over the thread pool.
   std::vector<int32_t> qweight(static_cast<size_t>(k / pack * n), 0);
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t c = 0; c < k; ++c) {
-      const uint32_t code = q.codes[static_cast<size_t>(r * k + c)];
-      uint32_t& w = reinterpret_cast<uint32_t&>(qweight[static_cast<size_t>((c / pack) * n + r)]);
-      w |= (code & mask) << (b * (c % pack));
-    }
+  ThreadPool::global().parallel_for(k / pack, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p)
+      for (int64_t r = 0; r < n; ++r) {
+        const uint8_t* src = q.codes.data() + r * k + p * pack;
+        uint32_t w = 0;
+        for (int64_t j = 0; j < pack; ++j) w |= (static_cast<uint32_t>(src[j]) & mask) << (b * j);
+        qweight[static_cast<size_t>(p * n + r)] = static_cast<int32_t>(w);
+      }
+  });
   std::vector<int32_t> qzeros(static_cast<size_t>(ng * (n / pack)), 0);
   std::vector<float> scales(static_cast<size_t>(ng * n));
   for (int64_t g = 0; g < ng; ++g)
