@@ -15,6 +15,7 @@
 #include <fstream>
 
 #include "engine/core/read_file.h"
+#include "engine/runtime/cuda_plugin.h"
 
 #include "quant_model_util.h"
 
@@ -165,7 +166,9 @@ class CliQuantizeTest : public QObject {
     QVERIFY2(r.exit_code == 0, qPrintable(r.err));
     for (const char* needle :
          {"weights: random (--load-format dummy)", "no tokenizer files copied", "device: cpu (",
-          "(--device auto: no usable GPU: ", "no-such-liblathe_cuda.so",
+          "(--device auto: no usable GPU: ",
+          // The missing plugin file, or no CUDA backend in a LATHE_CUDA=OFF build (`debug`).
+          lathe::cuda_backend::built() ? "no-such-liblathe_cuda.so" : "built with LATHE_CUDA=OFF",
           "calibration: 8 samples, 256 tokens of random token ids", "layer 2/2 done", ", on cpu (",
           "lathe quantize: peak memory: host RSS "})
       QVERIFY2(r.err.contains(needle), qPrintable(needle + QString("\n") + r.err));
