@@ -7,6 +7,7 @@
 #   gptq 4-bit g128 --desc-act, awq 4-bit g128, fp8-dynamic;
 # then the Llama-3.1-70B shape, gptq 4-bit g128, when the time left allows (--no-resume there: its
 # ~37 GB output and a work folder of the same size do not both fit the machine's 64 GiB disk).
+# gptq and awq run with --profile: the summary gets each run's op and stage times.
 # Each run's output goes to the folder with the most room (LATHE_QUANTIZE_WORK, else the roomiest
 # of /tmp, /dev/shm and /var/tmp) and is deleted after the run. One summary line per run in
 # $OUT/quantize-summary.txt: wall time, peak device memory and peak host RSS (the CLI's last line,
@@ -79,6 +80,9 @@ quantize() {
     SUMMARY+=("$name: exit $rc after ${wall} s: ${err:-$(tail -1 "$txt")}")
   fi
   grep -m1 '^  device: ' "$txt" | sed "s/^  /  $name /" | while IFS= read -r line; do log "$line"; done
+  # gptq / awq: where the time went (--profile's last line).
+  prof=$(grep 'time so far: ' "$txt" | tail -1 | sed 's/^ *time so far: //')
+  [ -n "$prof" ] && SUMMARY+=("  $name time: $prof")
   return 0
 }
 
@@ -86,8 +90,8 @@ quantize() {
 for s in ${LATHE_QUANTIZE_8B-gptq awq fp8-dynamic}; do
   [ "$(left)" -gt 60 ] || { log "out of time before 8B $s"; break; }
   case $s in
-    gptq) args=(-s gptq --bits 4 --group-size 128 --desc-act) ;;
-    awq) args=(-s awq --group-size 128) ;;
+    gptq) args=(-s gptq --bits 4 --group-size 128 --desc-act --profile) ;;
+    awq) args=(-s awq --group-size 128 --profile) ;;
     *) args=(-s "$s") ;;
   esac
   quantize "8b-$s" $(( $(left) - 40 )) "$CONFIG_8B" "${args[@]}"
@@ -97,8 +101,8 @@ done
 for s in ${LATHE_QUANTIZE_70B-gptq}; do
   [ "$(left)" -gt 240 ] || { log "out of time before 70B $s ($(left) s left; LATHE_GPU_BUDGET_S raises the budget)"; break; }
   case $s in
-    gptq) args=(-s gptq --bits 4 --group-size 128 --no-resume) ;;
-    awq) args=(-s awq --group-size 128 --no-resume) ;;
+    gptq) args=(-s gptq --bits 4 --group-size 128 --no-resume --profile) ;;
+    awq) args=(-s awq --group-size 128 --no-resume --profile) ;;
     *) args=(-s "$s") ;;
   esac
   quantize "70b-$s" $(( $(left) - 40 )) "$CONFIG_70B" "${args[@]}"
