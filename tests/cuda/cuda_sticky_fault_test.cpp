@@ -105,8 +105,7 @@ class CudaStickyFaultTest : public QObject {
     QCOMPARE(static_cast<int>(b->reason), static_cast<int>(FinishReason::kLength));
 
     // The fault: the context is unusable from here on.
-    QCOMPARE(static_cast<int>(cause_illegal_address()),
-             static_cast<int>(cudaErrorIllegalAddress));
+    QCOMPARE(static_cast<int>(cause_illegal_address()), static_cast<int>(cudaErrorIllegalAddress));
 
     // Every later request ends, with an error that names the fault; nothing stays allocated.
     for (int round = 0; round < 3; ++round) {

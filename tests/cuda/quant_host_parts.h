@@ -108,9 +108,9 @@ inline HostPart repacked_gguf_part(DType type, int64_t n, int64_t k, uint32_t se
   return h;
 }
 
-// A k-quant part as the upload stores it (kquant_device_part): Q4_K blocks as they are, Q5_K with its
-// high bits in unit order, Q6_K split into 208-byte slots and the d array (gguf_repack.h), Q4_1 /
-// Q5_0 / Q5_1 / Q2_K / Q3_K in the unit layout (gguf_units.h); random bytes or quantized random
+// A k-quant part as the upload stores it (kquant_device_part): Q4_K blocks as they are, Q5_K with
+// its high bits in unit order, Q6_K split into 208-byte slots and the d array (gguf_repack.h), Q4_1
+// / Q5_0 / Q5_1 / Q2_K / Q3_K in the unit layout (gguf_units.h); random bytes or quantized random
 // floats. A row of 32-weight blocks is k / 32 blocks.
 inline HostPart kquant_part(DType type, int64_t n, int64_t k, uint32_t seed, bool random_bytes) {
   const std::vector<uint8_t> blocks =
