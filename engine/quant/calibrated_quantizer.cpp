@@ -213,6 +213,20 @@ Result<CalibratedBlock> CalibratedQuantizer::quantize_block(int64_t layer,
   return out;
 }
 
+Status CalibratedQuantizer::attention_of(const BlockTensors& t, const std::vector<float>& h1,
+                                         const std::string& prefix) {
+  const int64_t rows = block_.rows();
+  std::vector<float>& q = scratch(scratch_.q, rows * t.q.n);
+  std::vector<float>& k = scratch(scratch_.k, rows * t.k.n);
+  std::vector<float>& v = scratch(scratch_.v, rows * t.v.n);
+  const std::string where = prefix + "forward";
+  LATHE_RETURN_IF_ERROR(block_.linear(h1.data(), rows, t.q, q.data()).with_context(where));
+  LATHE_RETURN_IF_ERROR(block_.linear(h1.data(), rows, t.k, k.data()).with_context(where));
+  LATHE_RETURN_IF_ERROR(block_.linear(h1.data(), rows, t.v, v.data()).with_context(where));
+  std::vector<float>& a = scratch(scratch_.a, rows * t.o.k);
+  return block_.attention(t, q, k, v, a.data()).with_context(where);
+}
+
 Status CalibratedQuantizer::gptq_block(BlockTensors& t, const std::string& prefix,
                                        const std::atomic<bool>* cancel, CalibratedBlock* out) {
   const int64_t rows = block_.rows(), hidden = source_->config().hidden_size;
@@ -262,17 +276,8 @@ Status CalibratedQuantizer::gptq_block(BlockTensors& t, const std::string& prefi
     LATHE_RETURN_IF_ERROR(quantize(t.k, "attn_k", h, h1));
     LATHE_RETURN_IF_ERROR(quantize(t.v, "attn_v", h, h1));
   }
-  std::vector<float>& q = scratch(scratch_.q, rows * t.q.n);
-  std::vector<float>& k = scratch(scratch_.k, rows * t.k.n);
-  std::vector<float>& v = scratch(scratch_.v, rows * t.v.n);
-  LATHE_RETURN_IF_ERROR(
-      block_.linear(h1.data(), rows, t.q, q.data()).with_context(prefix + "forward"));
-  LATHE_RETURN_IF_ERROR(
-      block_.linear(h1.data(), rows, t.k, k.data()).with_context(prefix + "forward"));
-  LATHE_RETURN_IF_ERROR(
-      block_.linear(h1.data(), rows, t.v, v.data()).with_context(prefix + "forward"));
-  std::vector<float>& a = scratch(scratch_.a, rows * t.o.k);
-  LATHE_RETURN_IF_ERROR(block_.attention(t, q, k, v, a.data()).with_context(prefix + "forward"));
+  LATHE_RETURN_IF_ERROR(attention_of(t, h1, prefix));
+  std::vector<float>& a = scratch_.a;
   {
     LATHE_ASSIGN_OR_RETURN(std::vector<double> h, hessian_of(a, t.o.k));
     LATHE_RETURN_IF_ERROR(quantize(t.o, "attn_output", h, a));
@@ -311,17 +316,8 @@ Status CalibratedQuantizer::awq_block(BlockTensors& t, const std::string& prefix
   // The float block, with every linear's input kept.
   std::vector<float>& h1 = scratch(scratch_.h1, rows * hidden);
   block_.norm(x_.data(), t.attn_norm, h1.data());
-  std::vector<float>& q = scratch(scratch_.q, rows * t.q.n);
-  std::vector<float>& k = scratch(scratch_.k, rows * t.k.n);
-  std::vector<float>& v = scratch(scratch_.v, rows * t.v.n);
-  LATHE_RETURN_IF_ERROR(
-      block_.linear(h1.data(), rows, t.q, q.data()).with_context(prefix + "forward"));
-  LATHE_RETURN_IF_ERROR(
-      block_.linear(h1.data(), rows, t.k, k.data()).with_context(prefix + "forward"));
-  LATHE_RETURN_IF_ERROR(
-      block_.linear(h1.data(), rows, t.v, v.data()).with_context(prefix + "forward"));
-  std::vector<float>& a = scratch(scratch_.a, rows * t.o.k);
-  LATHE_RETURN_IF_ERROR(block_.attention(t, q, k, v, a.data()).with_context(prefix + "forward"));
+  LATHE_RETURN_IF_ERROR(attention_of(t, h1, prefix));
+  std::vector<float>& a = scratch_.a;
   std::vector<float>& y = scratch(scratch_.y, rows * hidden);
   LATHE_RETURN_IF_ERROR(
       block_.linear(a.data(), rows, t.o, y.data()).with_context(prefix + "forward"));

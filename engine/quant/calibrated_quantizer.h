@@ -94,6 +94,10 @@ class CalibratedQuantizer {
                       const std::vector<std::vector<TokenId>>& fit,
                       const std::vector<std::vector<TokenId>>& held, CalibOps& ops,
                       const CalibratedQuantizerOptions& o);
+  // The block's attention output over all rows, from its normed input h1 with t's q/k/v/o as they
+  // are now, into scratch_.a (q, k, v in scratch_ too). Errors name `prefix` + "forward".
+  Status attention_of(const BlockTensors& t, const std::vector<float>& h1,
+                      const std::string& prefix);
   Status gptq_block(BlockTensors& t, const std::string& prefix, const std::atomic<bool>* cancel,
                     CalibratedBlock* out);
   Status awq_block(BlockTensors& t, const std::string& prefix, const std::atomic<bool>* cancel,
