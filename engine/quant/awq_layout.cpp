@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/core/strings.h"
+#include "engine/core/thread_pool.h"
 
 namespace lathe {
 
@@ -38,12 +39,19 @@ Result<std::vector<PackedTensor>> pack_awq_linear(const std::string& prefix,
   int order_of[8];  // column offset -> nibble
   for (int i = 0; i < 8; ++i) order_of[kAwqOrder[i]] = i;
   std::vector<int32_t> qweight(static_cast<size_t>(k * words), 0);
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t c = 0; c < k; ++c) {
-      const uint32_t code = q.codes[static_cast<size_t>(r * k + c)] & 15u;
-      uint32_t& w = reinterpret_cast<uint32_t&>(qweight[static_cast<size_t>(c * words + r / 8)]);
-      w |= code << (4 * order_of[r % 8]);
-    }
+  // Each task builds whole words (the 8 rows of one word index, every column), so no two write
+  // the same word.
+  ThreadPool::global().parallel_for(words, [&](int64_t w0, int64_t w1) {
+    for (int64_t wi = w0; wi < w1; ++wi)
+      for (int64_t c = 0; c < k; ++c) {
+        uint32_t word = 0;
+        for (int64_t i = 0; i < 8; ++i) {
+          const int64_t r = wi * 8 + i;
+          word |= (q.codes[static_cast<size_t>(r * k + c)] & 15u) << (4 * order_of[i]);
+        }
+        qweight[static_cast<size_t>(c * words + wi)] = static_cast<int32_t>(word);
+      }
+  });
   std::vector<int32_t> qzeros(static_cast<size_t>(ng * words), 0);
   std::vector<float> scales(static_cast<size_t>(ng * n));
   for (int64_t g = 0; g < ng; ++g)

@@ -24,42 +24,42 @@ inline double dot4(const float* x, const float* w, int64_t n) {
   return (s0 + s1) + (s2 + s3);
 }
 
-// w_mean: per input channel, the mean over all rows of all linears of |w| relative to its group's
-// max |w| (AutoAWQ's normalisation).
-std::vector<double> weight_means(const std::vector<AwqLinear>& linears, int64_t k, int64_t g) {
+}  // namespace
+
+std::vector<double> awq_weight_means(const std::vector<AwqLinear>& linears, int64_t k, int64_t g) {
   std::vector<double> sum(static_cast<size_t>(k), 0.0);
   int64_t total_rows = 0;
-  for (const AwqLinear& l : linears) {
-    for (int64_t r = 0; r < l.rows; ++r) {
-      const float* row = l.weight + r * k;
-      for (int64_t j0 = 0; j0 < k; j0 += g) {
-        float amax = 0.f;
-        for (int64_t j = j0; j < j0 + g; ++j) amax = std::max(amax, std::fabs(row[j]));
-        for (int64_t j = j0; j < j0 + g; ++j)
-          sum[static_cast<size_t>(j)] += std::fabs(row[j]) / (amax + 1e-6f);
+  for (const AwqLinear& l : linears) total_rows += l.rows;
+  // Tasks own whole groups of columns; each column still sums its rows in order (the same values
+  // as one thread).
+  ThreadPool::global().parallel_for(k / g, [&](int64_t g0, int64_t g1) {
+    for (const AwqLinear& l : linears)
+      for (int64_t r = 0; r < l.rows; ++r) {
+        const float* row = l.weight + r * k;
+        for (int64_t j0 = g0 * g; j0 < g1 * g; j0 += g) {
+          float amax = 0.f;
+          for (int64_t j = j0; j < j0 + g; ++j) amax = std::max(amax, std::fabs(row[j]));
+          for (int64_t j = j0; j < j0 + g; ++j)
+            sum[static_cast<size_t>(j)] += std::fabs(row[j]) / (amax + 1e-6f);
+        }
       }
-    }
-    total_rows += l.rows;
-  }
+  });
   for (double& s : sum) s /= static_cast<double>(std::max<int64_t>(total_rows, 1));
   return sum;
 }
 
-// Q(W diag(s)) diag(s)^-1 for one linear.
-Result<std::vector<float>> fake_quantize_scaled(const AwqLinear& l, int64_t k,
-                                                const std::vector<float>& s,
-                                                const IntQuantConfig& quant) {
-  std::vector<float> scaled(l.weight, l.weight + l.rows * k);
-  awq_scale_columns(scaled.data(), l.rows, k, s.data());
-  LATHE_ASSIGN_OR_RETURN(IntQuantizedMatrix q, quantize_int_rtn(scaled.data(), l.rows, k, quant));
+Result<std::vector<float>> awq_fake_quantize_scaled(const float* w, int64_t rows, int64_t k,
+                                                    const std::vector<float>& s,
+                                                    const IntQuantConfig& quant) {
+  std::vector<float> scaled(w, w + rows * k);
+  awq_scale_columns(scaled.data(), rows, k, s.data());
+  LATHE_ASSIGN_OR_RETURN(IntQuantizedMatrix q, quantize_int_rtn(scaled.data(), rows, k, quant));
   std::vector<float> out = dequantize_int(q);
-  for (int64_t r = 0; r < l.rows; ++r)
+  for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < k; ++j)
       out[static_cast<size_t>(r * k + j)] /= s[static_cast<size_t>(j)];
   return out;
 }
-
-}  // namespace
 
 std::vector<float> awq_activation_means(const float* x, int64_t rows, int64_t k) {
   std::vector<double> sum(static_cast<size_t>(k), 0.0);
@@ -72,16 +72,17 @@ std::vector<float> awq_activation_means(const float* x, int64_t rows, int64_t k)
   return out;
 }
 
-Result<AwqScaleResult> awq_search_scales(const std::vector<float>& x_mean,
-                                         const std::vector<AwqLinear>& linears, int64_t k,
-                                         const AwqConfig& c, const AwqLossFn& loss) {
+Result<AwqScaleResult> awq_search_scale_grid(const std::vector<float>& x_mean,
+                                             const std::vector<double>& w_mean, int64_t k,
+                                             const AwqConfig& c, const AwqScaleLossFn& loss) {
   LATHE_RETURN_IF_ERROR(validate_int_quant_config(c.quant, k));
   if (static_cast<int64_t>(x_mean.size()) != k)
     return invalid_argument(strformat("x_mean has %zu entries for %lld input channels",
                                       x_mean.size(), static_cast<long long>(k)));
-  if (linears.empty()) return invalid_argument("AWQ scale search needs at least one linear");
   if (c.scale_grid < 1) return invalid_argument("the AWQ scale grid needs at least one point");
-  const std::vector<double> w_mean = weight_means(linears, k, effective_group_size(c.quant, k));
+  if (static_cast<int64_t>(w_mean.size()) != k)
+    return invalid_argument(strformat("w_mean has %zu entries for %lld input channels",
+                                      w_mean.size(), static_cast<long long>(k)));
   AwqScaleResult result;
   result.best_loss = std::numeric_limits<double>::infinity();
   bool found = false;
@@ -104,13 +105,7 @@ Result<AwqScaleResult> awq_search_scales(const std::vector<float>& x_mean,
       const double v = raw[static_cast<size_t>(j)] / norm;
       s[static_cast<size_t>(j)] = std::isfinite(v) && v > 0.0 ? static_cast<float>(v) : 1.f;
     }
-    std::vector<std::vector<float>> candidate;
-    candidate.reserve(linears.size());
-    for (const AwqLinear& l : linears) {
-      LATHE_ASSIGN_OR_RETURN(std::vector<float> fq, fake_quantize_scaled(l, k, s, c.quant));
-      candidate.push_back(std::move(fq));
-    }
-    LATHE_ASSIGN_OR_RETURN(double e, loss(candidate));
+    LATHE_ASSIGN_OR_RETURN(double e, loss(s));
     result.losses.push_back(e);
     if (std::isfinite(e) && e < result.best_loss) {
       result.best_loss = e;
@@ -124,6 +119,25 @@ Result<AwqScaleResult> awq_search_scales(const std::vector<float>& x_mean,
         "the AWQ scale search found no candidate with a finite output error (the block's loss "
         "callback returned NaN or infinity for every alpha)");
   return result;
+}
+
+Result<AwqScaleResult> awq_search_scales(const std::vector<float>& x_mean,
+                                         const std::vector<AwqLinear>& linears, int64_t k,
+                                         const AwqConfig& c, const AwqLossFn& loss) {
+  LATHE_RETURN_IF_ERROR(validate_int_quant_config(c.quant, k));
+  if (linears.empty()) return invalid_argument("AWQ scale search needs at least one linear");
+  const std::vector<double> w_mean = awq_weight_means(linears, k, effective_group_size(c.quant, k));
+  return awq_search_scale_grid(
+      x_mean, w_mean, k, c, [&](const std::vector<float>& s) -> Result<double> {
+        std::vector<std::vector<float>> candidate;
+        candidate.reserve(linears.size());
+        for (const AwqLinear& l : linears) {
+          LATHE_ASSIGN_OR_RETURN(std::vector<float> fq,
+                                 awq_fake_quantize_scaled(l.weight, l.rows, k, s, c.quant));
+          candidate.push_back(std::move(fq));
+        }
+        return loss(candidate);
+      });
 }
 
 Result<std::vector<float>> awq_search_clip(const float* w, int64_t rows, int64_t k, const float* x,
@@ -178,16 +192,20 @@ Result<std::vector<float>> awq_search_clip(const float* w, int64_t rows, int64_t
 void awq_apply_clip(float* w, int64_t rows, int64_t k, int64_t group_size,
                     const std::vector<float>& max_val) {
   const int64_t g = group_size <= 0 ? k : group_size, ng = k / g;
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < k; ++j) {
-      const float m = max_val[static_cast<size_t>(r * ng + j / g)];
-      w[r * k + j] = std::clamp(w[r * k + j], -m, m);
-    }
+  ThreadPool::global().parallel_for(rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t j = 0; j < k; ++j) {
+        const float m = max_val[static_cast<size_t>(r * ng + j / g)];
+        w[r * k + j] = std::clamp(w[r * k + j], -m, m);
+      }
+  });
 }
 
 void awq_scale_columns(float* w, int64_t rows, int64_t k, const float* s) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < k; ++j) w[r * k + j] *= s[j];
+  ThreadPool::global().parallel_for(rows, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t j = 0; j < k; ++j) w[r * k + j] *= s[j];
+  });
 }
 
 void awq_fold_into_norm(float* norm_weight, float* norm_bias, int64_t k, const float* s) {

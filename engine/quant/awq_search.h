@@ -57,7 +57,26 @@ struct AwqScaleResult {
 // Mean |x| of each of the K input channels over `rows` input rows x [rows, K].
 std::vector<float> awq_activation_means(const float* x, int64_t rows, int64_t k);
 
-// The grid search over alpha. x_mean has K entries; every linear has K columns.
+// The loss of the scales s [K] (the caller fake-quantizes with awq_fake_quantize_scaled, or its
+// device equivalent, CalibOps::awq_fake_quantize).
+using AwqScaleLossFn = std::function<Result<double>(const std::vector<float>& s)>;
+
+// w_mean [K] of the group (above), from the linears' float weights.
+std::vector<double> awq_weight_means(const std::vector<AwqLinear>& linears, int64_t k,
+                                     int64_t group_size);
+
+// The grid search over alpha from the two statistics, the candidates' losses from `loss`.
+Result<AwqScaleResult> awq_search_scale_grid(const std::vector<float>& x_mean,
+                                             const std::vector<double>& w_mean, int64_t k,
+                                             const AwqConfig& config, const AwqScaleLossFn& loss);
+
+// Q(W diag(s)) diag(s)^-1 of w [rows, K] on `quant`'s grid (round to nearest), float32.
+Result<std::vector<float>> awq_fake_quantize_scaled(const float* w, int64_t rows, int64_t k,
+                                                    const std::vector<float>& s,
+                                                    const IntQuantConfig& quant);
+
+// The grid search over alpha. x_mean has K entries; every linear has K columns. (The scale grid
+// above with each candidate's fake-quantized weights handed to `loss`.)
 Result<AwqScaleResult> awq_search_scales(const std::vector<float>& x_mean,
                                          const std::vector<AwqLinear>& linears, int64_t k,
                                          const AwqConfig& config, const AwqLossFn& loss);

@@ -2,20 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 
 #include "engine/backend/cpu/cpu_ops.h"
-#include "engine/core/thread_pool.h"
 #include "engine/quant/calib_ops.h"
 
 namespace lathe {
 namespace {
-
-// fn(r0, r1) over [0, rows) in ranges on ThreadPool::global(). The per-row host ops of the
-// forward (norms, RoPE, residual adds) are independent per row, so splitting them changes no value.
-void for_rows(int64_t rows, const std::function<void(int64_t, int64_t)>& fn) {
-  ThreadPool::global().parallel_for(rows, fn);
-}
 
 Result<CalibLinear> read_linear(const QuantSource& s, const std::string& name,
                                 const std::string& bias_name) {
@@ -79,80 +71,77 @@ Result<std::vector<float>> calib_embeddings(const QuantSource& source,
 CalibBlock::CalibBlock(const ModelConfig& config, const CalibLayout& layout, CalibOps& ops)
     : c_(config), layout_(layout), inv_freq_(cpu::rope_inv_freq(config)), ops_(&ops) {}
 
-void CalibBlock::norm(const float* x, const std::vector<float>& weight, float* out) const {
-  const int64_t d = c_.hidden_size;
-  const float eps = static_cast<float>(c_.rms_norm_eps);
-  for_rows(rows(), [&](int64_t r0, int64_t r1) {
-    cpu::rms_norm(x + r0 * d, weight.data(), r1 - r0, d, eps, out + r0 * d);
-  });
+Result<CalibTensorPtr> CalibBlock::alloc(int64_t cols) const {
+  return ops_->alloc(rows(), cols);
 }
 
-Status CalibBlock::linear(const float* x, int64_t rows_x, const CalibLinear& l, float* y) const {
-  return ops_->linear(x, rows_x, l, y);
+Status CalibBlock::norm(const CalibTensor& x, const std::vector<float>& weight,
+                        CalibTensor& out) const {
+  return ops_->rms_norm(x, c_.hidden_size, weight, static_cast<float>(c_.rms_norm_eps), out);
 }
 
-Status CalibBlock::attention(const BlockTensors& t, std::vector<float>& q, std::vector<float>& k,
-                             const std::vector<float>& v, float* out) const {
-  const int64_t r = rows(), hd = c_.head_dim, nh = c_.num_heads, nkv = c_.num_kv_heads;
-  const float eps = static_cast<float>(c_.rms_norm_eps);
-  for_rows(r, [&](int64_t r0, int64_t r1) {
-    float* qr = q.data() + r0 * nh * hd;
-    float* kr = k.data() + r0 * nkv * hd;
-    if (!t.q_norm.empty()) {
-      cpu::rms_norm(qr, t.q_norm.data(), (r1 - r0) * nh, hd, eps, qr);
-      cpu::rms_norm(kr, t.k_norm.data(), (r1 - r0) * nkv, hd, eps, kr);
-    }
-    const int32_t* pos = layout_.positions.data() + r0;
-    cpu::rope(qr, pos, r1 - r0, nh, hd, inv_freq_, c_.rope_style);
-    cpu::rope(kr, pos, r1 - r0, nkv, hd, inv_freq_, c_.rope_style);
-  });
-  const CalibAttentionShape shape{nh, nkv, hd, c_.sliding_window};
-  return ops_->attention(layout_, shape, q.data(), k.data(), v.data(), out);
+Status CalibBlock::linear(const CalibTensor& x, const CalibLinear& l, CalibTensor& y) const {
+  return ops_->linear(x, l, y);
 }
 
-Status CalibBlock::mlp_act(const float* h2, const CalibLinear& gate, const CalibLinear& up,
-                           float* m) const {
-  return ops_->mlp_act(h2, rows(), gate, up, m);
-}
-
-Result<std::vector<double>> CalibBlock::hessian(const float* x, int64_t k) const {
-  return hessian(x, rows(), k);
-}
-
-Result<std::vector<double>> CalibBlock::hessian(const float* x, int64_t n, int64_t k) const {
-  return ops_->hessian(x, n, k);
-}
-
-Status CalibBlock::forward(const BlockTensors& t, float* x) const {
-  const int64_t n = rows(), hidden = c_.hidden_size;
-  std::vector<float> h(static_cast<size_t>(n * hidden));
-  norm(x, t.attn_norm, h.data());
-  std::vector<float> q(static_cast<size_t>(n * t.q.n)), k(static_cast<size_t>(n * t.k.n)),
-      v(static_cast<size_t>(n * t.v.n));
-  LATHE_RETURN_IF_ERROR(linear(h.data(), n, t.q, q.data()));
-  LATHE_RETURN_IF_ERROR(linear(h.data(), n, t.k, k.data()));
-  LATHE_RETURN_IF_ERROR(linear(h.data(), n, t.v, v.data()));
-  std::vector<float> a(static_cast<size_t>(n * t.o.k));
-  LATHE_RETURN_IF_ERROR(attention(t, q, k, v, a.data()));
-  q = k = v = {};
-  std::vector<float> y(static_cast<size_t>(n * hidden));
-  LATHE_RETURN_IF_ERROR(linear(a.data(), n, t.o, y.data()));
-  a = {};
-  add(x, y);
-  norm(x, t.ffn_norm, h.data());
-  std::vector<float> m(static_cast<size_t>(n * t.down.k));
-  LATHE_RETURN_IF_ERROR(mlp_act(h.data(), t.gate, t.up, m.data()));
-  LATHE_RETURN_IF_ERROR(linear(m.data(), n, t.down, y.data()));
-  add(x, y);
+Status CalibBlock::rope_tables() const {
+  if (cos_ != nullptr) return Status::ok();
+  const int64_t r = rows(), half = static_cast<int64_t>(inv_freq_.size());
+  std::vector<float> cos_h(static_cast<size_t>(r * half)), sin_h(cos_h.size());
+  cpu::rope_table(layout_.positions.data(), r, inv_freq_, cos_h.data(), sin_h.data());
+  LATHE_ASSIGN_OR_RETURN(CalibTensorPtr c, calib_upload(*ops_, cos_h.data(), r, half));
+  LATHE_ASSIGN_OR_RETURN(sin_, calib_upload(*ops_, sin_h.data(), r, half));
+  cos_ = std::move(c);
   return Status::ok();
 }
 
-void CalibBlock::add(float* x, const std::vector<float>& y) {
-  float* xs = x;
-  const float* ys = y.data();
-  ThreadPool::global().parallel_for(static_cast<int64_t>(y.size()), [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) xs[i] += ys[i];
-  });
+Status CalibBlock::attention(const BlockTensors& t, CalibTensor& q, CalibTensor& k,
+                             const CalibTensor& v, CalibTensor& out) const {
+  const int64_t hd = c_.head_dim, nh = c_.num_heads, nkv = c_.num_kv_heads;
+  const float eps = static_cast<float>(c_.rms_norm_eps);
+  if (!t.q_norm.empty()) {
+    LATHE_RETURN_IF_ERROR(ops_->rms_norm(q, hd, t.q_norm, eps, q));
+    LATHE_RETURN_IF_ERROR(ops_->rms_norm(k, hd, t.k_norm, eps, k));
+  }
+  LATHE_RETURN_IF_ERROR(rope_tables());
+  LATHE_RETURN_IF_ERROR(ops_->rope(q, nh, hd, *cos_, *sin_, c_.rope_style));
+  LATHE_RETURN_IF_ERROR(ops_->rope(k, nkv, hd, *cos_, *sin_, c_.rope_style));
+  const CalibAttentionShape shape{nh, nkv, hd, c_.sliding_window};
+  return ops_->attention(layout_, shape, q, k, v, out);
+}
+
+Status CalibBlock::mlp_act(const CalibTensor& h2, const CalibLinear& gate, const CalibLinear& up,
+                           CalibTensor& m) const {
+  return ops_->mlp_act(h2, gate, up, m);
+}
+
+Result<std::vector<double>> CalibBlock::hessian(const CalibTensor& x, int64_t n) const {
+  return ops_->hessian(x, n);
+}
+
+Status CalibBlock::forward(const BlockTensors& t, CalibTensor& x) const {
+  const int64_t hidden = c_.hidden_size;
+  LATHE_ASSIGN_OR_RETURN(CalibTensorPtr h, alloc(hidden));
+  LATHE_RETURN_IF_ERROR(norm(x, t.attn_norm, *h));
+  LATHE_ASSIGN_OR_RETURN(CalibTensorPtr a, alloc(t.o.k));
+  {
+    LATHE_ASSIGN_OR_RETURN(CalibTensorPtr q, alloc(t.q.n));
+    LATHE_ASSIGN_OR_RETURN(CalibTensorPtr k, alloc(t.k.n));
+    LATHE_ASSIGN_OR_RETURN(CalibTensorPtr v, alloc(t.v.n));
+    LATHE_RETURN_IF_ERROR(linear(*h, t.q, *q));
+    LATHE_RETURN_IF_ERROR(linear(*h, t.k, *k));
+    LATHE_RETURN_IF_ERROR(linear(*h, t.v, *v));
+    LATHE_RETURN_IF_ERROR(attention(t, *q, *k, *v, *a));
+  }
+  LATHE_ASSIGN_OR_RETURN(CalibTensorPtr y, alloc(hidden));
+  LATHE_RETURN_IF_ERROR(linear(*a, t.o, *y));
+  a.reset();
+  LATHE_RETURN_IF_ERROR(ops_->add(x, *y));
+  LATHE_RETURN_IF_ERROR(norm(x, t.ffn_norm, *h));
+  LATHE_ASSIGN_OR_RETURN(CalibTensorPtr m, alloc(t.down.k));
+  LATHE_RETURN_IF_ERROR(mlp_act(*h, t.gate, t.up, *m));
+  LATHE_RETURN_IF_ERROR(linear(*m, t.down, *y));
+  return ops_->add(x, *y);
 }
 
 }  // namespace lathe

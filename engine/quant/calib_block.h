@@ -8,13 +8,12 @@
 //   h2 = rms_norm(x, ffn_norm)                  -> input of gate, up
 //   m  = silu(h2 Wgate) * (h2 Wup)              -> input of down
 //   x += m Wdown
-// The heavy arithmetic (the linears, the attention over the batch's contiguous samples with no KV
-// cache, the Hessians) goes through the job's CalibOps (calib_ops.h: the CPU's or the GPU's); the
-// rest (norms, QK norm, RoPE, SwiGLU, residual adds) runs here on the host with the CPU reference
-// backend's ops (cpu_ops.h). Sliding-window attention is applied as the CPU runner applies it.
-// Every method that reaches the CalibOps returns its Status: a GPU out of memory or a CUDA error is
-// an error of the job, never a crash. Shapes: every activation is [rows, features] row-major, rows
-// = the batch's tokens, sample after sample.
+// Every stage is an op of the job's CalibOps (calib_ops.h: the CPU's or the GPU's) on its tensors,
+// so on a GPU the activations stay in device memory from the embeddings to the last block; the
+// host holds the weights and the small results. Sliding-window attention is applied as the CPU
+// runner applies it. Every method returns its Status: a GPU out of memory or a CUDA error is an
+// error of the job, never a crash. Shapes: every activation is [rows, features] row-major, rows =
+// the batch's tokens, sample after sample.
 #pragma once
 
 #include <cstdint>
@@ -23,28 +22,13 @@
 
 #include "engine/core/status.h"
 #include "engine/model/model_config.h"
+#include "engine/quant/calib_ops.h"
 #include "engine/quant/quant_source.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace lathe {
 
-class CalibOps;  // calib_ops.h
-
-// Where each calibration sample's tokens sit in the batch.
-struct CalibLayout {
-  std::vector<int64_t> start;      // S + 1 row offsets
-  std::vector<int32_t> positions;  // per row: its position in its sample
-  int64_t rows() const { return start.empty() ? 0 : start.back(); }
-  int64_t num_samples() const { return start.empty() ? 0 : static_cast<int64_t>(start.size()) - 1; }
-};
 CalibLayout make_calib_layout(const std::vector<std::vector<TokenId>>& samples);
-
-// A linear's weight [n, k] and bias [n] (empty: none), float32.
-struct CalibLinear {
-  std::vector<float> w;
-  std::vector<float> bias;
-  int64_t n = 0, k = 0;
-};
 
 // One block's tensors as float32 (quant_source.h's convention: PyTorch shapes, HF row order).
 struct BlockTensors {
@@ -60,39 +44,45 @@ Result<std::vector<float>> calib_embeddings(const QuantSource& source,
 
 class CalibBlock {
  public:
-  // `ops` runs the heavy arithmetic; it must outlive the block (the job owns it).
+  // `ops` runs the arithmetic and holds the tensors; it must outlive the block (the job owns it).
   CalibBlock(const ModelConfig& config, const CalibLayout& layout, CalibOps& ops);
 
   int64_t rows() const { return layout_.rows(); }
   CalibOps& ops() const { return *ops_; }
-  // out = rms_norm(x, weight) over [rows, hidden] (host).
-  void norm(const float* x, const std::vector<float>& weight, float* out) const;
-  // y [rows_x, n] = x [rows_x, k] W^T + bias.
-  Status linear(const float* x, int64_t rows_x, const CalibLinear& l, float* y) const;
-  // Attention output [rows, q_size] from the projections (q [rows, q_size], k / v [rows,
+  // A new [rows, cols] tensor on the block's ops (contents unspecified).
+  Result<CalibTensorPtr> alloc(int64_t cols) const;
+  // out = rms_norm(x, weight) over [rows, hidden]; out may be x.
+  Status norm(const CalibTensor& x, const std::vector<float>& weight, CalibTensor& out) const;
+  // y [x.rows(), n] = x [x.rows(), k] W^T + bias.
+  Status linear(const CalibTensor& x, const CalibLinear& l, CalibTensor& y) const;
+  // Attention output `out` [rows, q_size] from the projections (q [rows, q_size], k / v [rows,
   // kv_size]); q and k are normalized (QK norm) and rotated in place.
-  Status attention(const BlockTensors& t, std::vector<float>& q, std::vector<float>& k,
-                   const std::vector<float>& v, float* out) const;
+  Status attention(const BlockTensors& t, CalibTensor& q, CalibTensor& k, const CalibTensor& v,
+                   CalibTensor& out) const;
   // m [rows, intermediate] = silu(h2 Wgate) * (h2 Wup) (CalibOps::mlp_act).
-  Status mlp_act(const float* h2, const CalibLinear& gate, const CalibLinear& up, float* m) const;
-  // GPTQ's Hessian H = 2 X^T X / rows of x [rows, k], [k, k] row-major (hessian.h's quantity):
-  // X_c^T X_c over chunks of 1024 rows as float32 products (linear()'s dot products), the chunks
-  // summed in double. kInvalidArgument when x has a non-finite value.
-  Result<std::vector<double>> hessian(const float* x, int64_t k) const;
-  // The same over the first `n` rows of x only (the calibrated quantizer's fitted samples, which
-  // come before the held-out ones); the divisor is n.
-  Result<std::vector<double>> hessian(const float* x, int64_t n, int64_t k) const;
+  Status mlp_act(const CalibTensor& h2, const CalibLinear& gate, const CalibLinear& up,
+                 CalibTensor& m) const;
+  // GPTQ's Hessian H = 2 X^T X / n of x's first n rows [n, k], [k, k] row-major (hessian.h's
+  // quantity; the calibrated quantizer's fitted samples come before the held-out ones):
+  // X_c^T X_c over chunks of 1024 rows as float32 products, the chunks summed in double.
+  // kInvalidArgument when x has a non-finite value.
+  Result<std::vector<double>> hessian(const CalibTensor& x, int64_t n) const;
+  Result<std::vector<double>> hessian(const CalibTensor& x) const { return hessian(x, rows()); }
   // The whole block in place: x [rows, hidden] becomes the block's output (the stages above in
-  // order, with t's weights). On an error x is partly updated.
-  Status forward(const BlockTensors& t, float* x) const;
-  // x += y over [rows, hidden].
-  static void add(float* x, const std::vector<float>& y);
+  // order, with t's weights; its intermediate tensors allocated for the call). On an error x is
+  // partly updated.
+  Status forward(const BlockTensors& t, CalibTensor& x) const;
 
  private:
+  // cos_ / sin_ [rows, rotary_dim / 2] of the layout's positions (cpu::rope_table), made on
+  // first use.
+  Status rope_tables() const;
+
   ModelConfig c_;
   CalibLayout layout_;
   std::vector<float> inv_freq_;
   CalibOps* ops_;
+  mutable CalibTensorPtr cos_, sin_;
 };
 
 }  // namespace lathe

@@ -19,23 +19,18 @@ Status check_cancel(const std::atomic<bool>* cancel) {
   return Status();
 }
 
-// Rows [rows, k] picked evenly over the batch, at most `max_rows` of them.
-std::vector<float> sample_rows(const std::vector<float>& x, int64_t rows, int64_t k,
-                               int64_t max_rows) {
+// `m` = min(rows, max_rows) row numbers spread evenly over [0, rows).
+std::vector<int64_t> spread_rows(int64_t rows, int64_t max_rows) {
   const int64_t m = std::min(rows, max_rows);
-  std::vector<float> out(static_cast<size_t>(m * k));
-  for (int64_t i = 0; i < m; ++i) {
-    const int64_t r = i * rows / m;
-    std::copy_n(x.begin() + r * k, k, out.begin() + i * k);
-  }
+  std::vector<int64_t> out(static_cast<size_t>(m));
+  for (int64_t i = 0; i < m; ++i) out[static_cast<size_t>(i)] = i * rows / m;
   return out;
 }
 
-// x[:, j] /= s[j] over [rows, k].
-void divide_columns(std::vector<float>& x, int64_t k, const std::vector<float>& s) {
-  const int64_t rows = static_cast<int64_t>(x.size()) / k;
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < k; ++j) x[static_cast<size_t>(r * k + j)] /= s[static_cast<size_t>(j)];
+std::vector<int64_t> row_range(int64_t r0, int64_t r1) {
+  std::vector<int64_t> out;
+  for (int64_t r = r0; r < r1; ++r) out.push_back(r);
+  return out;
 }
 
 // LATHE_GPTQ_DUMP_DIR=DIR and LATHE_GPTQ_DUMP_LAYERS=0,3 (block numbers): each GPTQ linear of
@@ -43,16 +38,16 @@ void divide_columns(std::vector<float>& x, int64_t k, const std::vector<float>& 
 // Hessian [k, k], the calibration inputs [rows, k] it was computed from (the fitted rows), and "n k
 // rows") before it is quantized, for scripts/quant/gptq_real_layers.py to check against numpy.
 // Nothing otherwise.
-void maybe_dump_gptq_input(const std::string& prefix, const char* name, const CalibLinear& l,
-                           const std::vector<double>& h, const std::vector<float>& x,
-                           int64_t rows) {
+Status maybe_dump_gptq_input(CalibOps& ops, const std::string& prefix, const char* name,
+                             const CalibLinear& l, const std::vector<double>& h,
+                             const CalibTensor& x, int64_t rows) {
   const char* dir = std::getenv("LATHE_GPTQ_DUMP_DIR");
   const char* layers = std::getenv("LATHE_GPTQ_DUMP_LAYERS");
-  if (dir == nullptr || layers == nullptr) return;
+  if (dir == nullptr || layers == nullptr) return Status::ok();
   std::string list = ",", key = ",";
   list.append(layers).append(",");
   key.append(prefix, 4, prefix.size() - 5).append(",");  // "blk.3." -> ",3,"
-  if (list.find(key) == std::string::npos) return;
+  if (list.find(key) == std::string::npos) return Status::ok();
   const std::string base = std::string(dir) + "/" + prefix + name;
   auto put = [&](const std::string& path, const void* data, size_t bytes) {
     std::ofstream(path, std::ios::binary)
@@ -60,24 +55,11 @@ void maybe_dump_gptq_input(const std::string& prefix, const char* name, const Ca
   };
   put(base + ".w.f32", l.w.data(), l.w.size() * sizeof(float));
   put(base + ".h.f64", h.data(), h.size() * sizeof(double));
-  put(base + ".x.f32", x.data(), static_cast<size_t>(rows * l.k) * sizeof(float));
+  std::vector<float> xs(static_cast<size_t>(rows * l.k));
+  LATHE_RETURN_IF_ERROR(ops.download(x, 0, rows, xs.data()));
+  put(base + ".x.f32", xs.data(), xs.size() * sizeof(float));
   std::ofstream(base + ".shape") << l.n << " " << l.k << " " << rows << "\n";
-}
-
-// `buf` holding n floats: its old values are left in place (every caller overwrites all of them),
-// so a buffer kept from the last block costs neither a new allocation nor its page faults.
-std::vector<float>& scratch(std::vector<float>& buf, int64_t n) {
-  buf.resize(static_cast<size_t>(n));
-  return buf;
-}
-
-double squared_error(const std::vector<float>& a, const std::vector<float>& b) {
-  double e = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double d = static_cast<double>(a[i]) - b[i];
-    e += d * d;
-  }
-  return e;
+  return Status::ok();
 }
 
 }  // namespace
@@ -134,8 +116,22 @@ Result<CalibratedQuantizer> CalibratedQuantizer::create(const QuantSource& sourc
     (mask[static_cast<size_t>(i)] ? held : fit)
         .push_back(calibration.samples[static_cast<size_t>(i)]);
   CalibratedQuantizer q(source, scheme, fit, held, ops, options);
-  LATHE_ASSIGN_OR_RETURN(q.x_, calib_embeddings(source, concat(fit, held)));
+  LATHE_ASSIGN_OR_RETURN(const std::vector<float> x, calib_embeddings(source, concat(fit, held)));
+  LATHE_ASSIGN_OR_RETURN(q.x_,
+                         calib_upload(ops, x.data(), q.block_.rows(), source.config().hidden_size));
+  // Every activation of a block, now: a device too small for them fails here, before any work.
+  const ModelConfig& c = source.config();
+  const std::pair<CalibTensorPtr*, int64_t> slots[] = {
+      {&q.scratch_.h1, c.hidden_size}, {&q.scratch_.q, c.q_size()},
+      {&q.scratch_.k, c.kv_size()},    {&q.scratch_.v, c.kv_size()},
+      {&q.scratch_.a, c.q_size()},     {&q.scratch_.y, c.hidden_size},
+      {&q.scratch_.h2, c.hidden_size}, {&q.scratch_.m, c.intermediate_size}};
+  for (const auto& [slot, cols] : slots) LATHE_RETURN_IF_ERROR(q.scratch(*slot, cols).status());
   return q;
+}
+
+Result<std::vector<float>> CalibratedQuantizer::hidden_state() const {
+  return calib_download(*ops_, *x_);
 }
 
 Status CalibratedQuantizer::restore(int64_t layer, std::vector<float> x) {
@@ -149,28 +145,41 @@ Status CalibratedQuantizer::restore(int64_t layer, std::vector<float> x) {
     return invalid_argument(strformat("the saved calibration state is for block %lld of %lld",
                                       static_cast<long long>(layer),
                                       static_cast<long long>(source_->config().num_layers)));
-  x_ = std::move(x);
+  LATHE_RETURN_IF_ERROR(ops_->upload(x.data(), *x_));
   next_layer_ = layer;
   return Status();
 }
 
+Result<CalibTensor*> CalibratedQuantizer::scratch(CalibTensorPtr& slot, int64_t cols) {
+  if (slot == nullptr || slot->cols() != cols || slot->rows() != block_.rows()) {
+    slot.reset();
+    LATHE_ASSIGN_OR_RETURN(slot, block_.alloc(cols));
+  }
+  return slot.get();
+}
+
 Result<HoldoutBlock> CalibratedQuantizer::compare_holdout(const BlockTensors& plain,
                                                           const BlockTensors& quantized,
-                                                          const std::vector<float>& x_in) const {
+                                                          const CalibTensor& x_in) const {
   BlockTensors rtn = plain;
   for (CalibLinear* l : {&rtn.q, &rtn.k, &rtn.v, &rtn.o, &rtn.gate, &rtn.up, &rtn.down}) {
     LATHE_ASSIGN_OR_RETURN(IntQuantizedMatrix qm,
                            quantize_int_rtn(l->w.data(), l->n, l->k, scheme_.int_config));
     l->w = dequantize_int(qm);
   }
-  std::vector<float> y_ref = x_in, y_method = x_in, y_rtn = x_in;
-  LATHE_RETURN_IF_ERROR(holdout_block_.forward(plain, y_ref.data()));
-  LATHE_RETURN_IF_ERROR(holdout_block_.forward(quantized, y_method.data()));
-  LATHE_RETURN_IF_ERROR(holdout_block_.forward(rtn, y_rtn.data()));
-  const double count = static_cast<double>(std::max<size_t>(1, y_ref.size()));
+  const std::vector<int64_t> all = row_range(0, x_in.rows());
+  LATHE_ASSIGN_OR_RETURN(CalibTensorPtr y_ref, ops_->gather_rows(x_in, all));
+  LATHE_ASSIGN_OR_RETURN(CalibTensorPtr y_method, ops_->gather_rows(x_in, all));
+  LATHE_ASSIGN_OR_RETURN(CalibTensorPtr y_rtn, ops_->gather_rows(x_in, all));
+  LATHE_RETURN_IF_ERROR(holdout_block_.forward(plain, *y_ref));
+  LATHE_RETURN_IF_ERROR(holdout_block_.forward(quantized, *y_method));
+  LATHE_RETURN_IF_ERROR(holdout_block_.forward(rtn, *y_rtn));
+  const double count = static_cast<double>(std::max<int64_t>(1, y_ref->size()));
   HoldoutBlock h;
-  h.method_error = squared_error(y_method, y_ref) / count;
-  h.rtn_error = squared_error(y_rtn, y_ref) / count;
+  LATHE_ASSIGN_OR_RETURN(const double e_method, ops_->squared_difference(*y_method, *y_ref));
+  LATHE_ASSIGN_OR_RETURN(const double e_rtn, ops_->squared_difference(*y_rtn, *y_ref));
+  h.method_error = e_method / count;
+  h.rtn_error = e_rtn / count;
   return h;
 }
 
@@ -189,12 +198,11 @@ Result<CalibratedBlock> CalibratedQuantizer::quantize_block(int64_t layer,
   if (options_.timing) options_.timing->block_read_s += since(t0);
   CalibratedBlock out;
   const std::string prefix = "blk." + std::to_string(layer) + ".";
-  const int64_t hidden = source_->config().hidden_size;
   BlockTensors plain;
-  std::vector<float> holdout_in;  // the held-out rows entering the block
+  CalibTensorPtr holdout_in;  // the held-out rows entering the block
   if (holdout_samples_ > 0) {
     plain = t;
-    holdout_in.assign(x_.begin() + fit_rows_ * hidden, x_.end());
+    LATHE_ASSIGN_OR_RETURN(holdout_in, ops_->gather_rows(*x_, row_range(fit_rows_, block_.rows())));
   }
   if (scheme_.method == QuantMethod::kGptq) {
     LATHE_RETURN_IF_ERROR(gptq_block(t, prefix, cancel, &out));
@@ -203,7 +211,7 @@ Result<CalibratedBlock> CalibratedQuantizer::quantize_block(int64_t layer,
   }
   if (holdout_samples_ > 0) {
     t0 = Clock::now();
-    Result<HoldoutBlock> h = compare_holdout(plain, t, holdout_in);
+    Result<HoldoutBlock> h = compare_holdout(plain, t, *holdout_in);
     if (options_.timing) options_.timing->holdout_s += since(t0);
     if (!h.is_ok()) return h.status().with_context(prefix + "held-out check");
     out.has_holdout = true;
@@ -213,23 +221,32 @@ Result<CalibratedBlock> CalibratedQuantizer::quantize_block(int64_t layer,
   return out;
 }
 
-Status CalibratedQuantizer::attention_of(const BlockTensors& t, const std::vector<float>& h1,
+Status CalibratedQuantizer::attention_of(const BlockTensors& t, const CalibTensor& h1,
                                          const std::string& prefix) {
-  const int64_t rows = block_.rows();
-  std::vector<float>& q = scratch(scratch_.q, rows * t.q.n);
-  std::vector<float>& k = scratch(scratch_.k, rows * t.k.n);
-  std::vector<float>& v = scratch(scratch_.v, rows * t.v.n);
   const std::string where = prefix + "forward";
-  LATHE_RETURN_IF_ERROR(block_.linear(h1.data(), rows, t.q, q.data()).with_context(where));
-  LATHE_RETURN_IF_ERROR(block_.linear(h1.data(), rows, t.k, k.data()).with_context(where));
-  LATHE_RETURN_IF_ERROR(block_.linear(h1.data(), rows, t.v, v.data()).with_context(where));
-  std::vector<float>& a = scratch(scratch_.a, rows * t.o.k);
-  return block_.attention(t, q, k, v, a.data()).with_context(where);
+  auto ctx = [&](Status s) { return s.with_context(where); };
+  LATHE_ASSIGN_OR_RETURN(CalibTensor * q, scratch(scratch_.q, t.q.n));
+  LATHE_ASSIGN_OR_RETURN(CalibTensor * k, scratch(scratch_.k, t.k.n));
+  LATHE_ASSIGN_OR_RETURN(CalibTensor * v, scratch(scratch_.v, t.v.n));
+  LATHE_ASSIGN_OR_RETURN(CalibTensor * a, scratch(scratch_.a, t.o.k));
+  LATHE_RETURN_IF_ERROR(ctx(block_.linear(h1, t.q, *q)));
+  LATHE_RETURN_IF_ERROR(ctx(block_.linear(h1, t.k, *k)));
+  LATHE_RETURN_IF_ERROR(ctx(block_.linear(h1, t.v, *v)));
+  return ctx(block_.attention(t, *q, *k, *v, *a));
+}
+
+Result<double> CalibratedQuantizer::output_error(const CalibTensor& xs, const CalibLinear& before,
+                                                 const CalibLinear& after) {
+  LATHE_ASSIGN_OR_RETURN(CalibTensorPtr y0, ops_->alloc(xs.rows(), before.n));
+  LATHE_ASSIGN_OR_RETURN(CalibTensorPtr y1, ops_->alloc(xs.rows(), after.n));
+  LATHE_RETURN_IF_ERROR(ops_->linear(xs, before, *y0));
+  LATHE_RETURN_IF_ERROR(ops_->linear(xs, after, *y1));
+  return ops_->squared_difference(*y1, *y0);
 }
 
 Status CalibratedQuantizer::gptq_block(BlockTensors& t, const std::string& prefix,
                                        const std::atomic<bool>* cancel, CalibratedBlock* out) {
-  const int64_t rows = block_.rows(), hidden = source_->config().hidden_size;
+  const int64_t hidden = source_->config().hidden_size;
   GptqConfig gc;
   gc.quant = scheme_.int_config;
   gc.act_order = scheme_.desc_act;
@@ -239,153 +256,156 @@ Status CalibratedQuantizer::gptq_block(BlockTensors& t, const std::string& prefi
   // Quantizes `l` (named `name`) from the Hessian `h`, then puts the dequantized weights in `l`
   // for the stages after it; `x` is its input, for the output error.
   auto quantize = [&](CalibLinear& l, const char* name, const std::vector<double>& h,
-                      const std::vector<float>& x) -> Status {
+                      const CalibTensor& x) -> Status {
     LATHE_RETURN_IF_ERROR(check_cancel(cancel));
-    maybe_dump_gptq_input(prefix, name, l, h, x, fit_rows_);
+    LATHE_RETURN_IF_ERROR(maybe_dump_gptq_input(*ops_, prefix, name, l, h, x, fit_rows_));
     Result<GptqResult> r = ops_->gptq(l.w.data(), l.n, l.k, h, gc);
     if (!r.is_ok()) return r.status().with_context(prefix + name);
     GptqResult& g = r.value();
     if (g.fell_back_to_rtn) out->notes.push_back(prefix + name + ": " + g.fallback_reason);
-    std::vector<float> deq = dequantize_int(g.q);
-    // Output error on a sample of the input rows.
-    const std::vector<float> xs = sample_rows(x, fit_rows_, l.k, 256);
-    const int64_t m = static_cast<int64_t>(xs.size()) / l.k;
-    std::vector<float> y0(static_cast<size_t>(m * l.n)), y1(y0.size());
-    CalibLinear plain{l.w, {}, l.n, l.k};
-    LATHE_RETURN_IF_ERROR(
-        block_.linear(xs.data(), m, plain, y0.data()).with_context(prefix + name));
-    l.w = std::move(deq);
-    LATHE_RETURN_IF_ERROR(block_.linear(xs.data(), m, CalibLinear{l.w, {}, l.n, l.k}, y1.data())
-                              .with_context(prefix + name));
-    err_sum += squared_error(y1, y0);
-    err_count += static_cast<int64_t>(y0.size());
+    // Output error on a sample of the input rows (both with l's bias, which cancels).
+    CalibLinear deq{dequantize_int(g.q), l.bias, l.n, l.k};
+    Result<CalibTensorPtr> xs = ops_->gather_rows(x, spread_rows(fit_rows_, 256));
+    Result<double> e = xs.is_ok() ? output_error(*xs.value(), l, deq) : Result<double>(xs.status());
+    if (!e.is_ok()) return e.status().with_context(prefix + name);
+    err_sum += e.value();
+    err_count += xs.value()->rows() * l.n;
+    l.w = std::move(deq.w);
     out->linears.emplace(prefix + name, std::move(g.q));
     return Status();
   };
-  auto hessian_of = [&](const std::vector<float>& x, int64_t k) -> Result<std::vector<double>> {
-    Result<std::vector<double>> h = block_.hessian(x.data(), fit_rows_, k);  // held-out rows out
+  auto hessian_of = [&](const CalibTensor& x) -> Result<std::vector<double>> {
+    Result<std::vector<double>> h = block_.hessian(x, fit_rows_);  // held-out rows out
     if (!h.is_ok()) return h.status().with_context(prefix + "Hessian");
     return h;
   };
+  auto fwd = [&](Status s) { return s.with_context(prefix + "forward"); };
 
-  std::vector<float>& h1 = scratch(scratch_.h1, rows * hidden);
-  block_.norm(x_.data(), t.attn_norm, h1.data());
+  LATHE_ASSIGN_OR_RETURN(CalibTensor * h1, scratch(scratch_.h1, hidden));
+  LATHE_RETURN_IF_ERROR(fwd(block_.norm(*x_, t.attn_norm, *h1)));
   {
-    LATHE_ASSIGN_OR_RETURN(std::vector<double> h, hessian_of(h1, hidden));
-    LATHE_RETURN_IF_ERROR(quantize(t.q, "attn_q", h, h1));
-    LATHE_RETURN_IF_ERROR(quantize(t.k, "attn_k", h, h1));
-    LATHE_RETURN_IF_ERROR(quantize(t.v, "attn_v", h, h1));
+    LATHE_ASSIGN_OR_RETURN(std::vector<double> h, hessian_of(*h1));
+    LATHE_RETURN_IF_ERROR(quantize(t.q, "attn_q", h, *h1));
+    LATHE_RETURN_IF_ERROR(quantize(t.k, "attn_k", h, *h1));
+    LATHE_RETURN_IF_ERROR(quantize(t.v, "attn_v", h, *h1));
   }
-  LATHE_RETURN_IF_ERROR(attention_of(t, h1, prefix));
-  std::vector<float>& a = scratch_.a;
+  LATHE_RETURN_IF_ERROR(attention_of(t, *h1, prefix));
+  CalibTensor& a = *scratch_.a;
   {
-    LATHE_ASSIGN_OR_RETURN(std::vector<double> h, hessian_of(a, t.o.k));
+    LATHE_ASSIGN_OR_RETURN(std::vector<double> h, hessian_of(a));
     LATHE_RETURN_IF_ERROR(quantize(t.o, "attn_output", h, a));
   }
-  std::vector<float>& y = scratch(scratch_.y, rows * hidden);
-  LATHE_RETURN_IF_ERROR(
-      block_.linear(a.data(), rows, t.o, y.data()).with_context(prefix + "forward"));
-  CalibBlock::add(x_.data(), y);
-  std::vector<float>& h2 = scratch(scratch_.h2, rows * hidden);
-  block_.norm(x_.data(), t.ffn_norm, h2.data());
+  LATHE_ASSIGN_OR_RETURN(CalibTensor * y, scratch(scratch_.y, hidden));
+  LATHE_RETURN_IF_ERROR(fwd(block_.linear(a, t.o, *y)));
+  LATHE_RETURN_IF_ERROR(fwd(ops_->add(*x_, *y)));
+  LATHE_ASSIGN_OR_RETURN(CalibTensor * h2, scratch(scratch_.h2, hidden));
+  LATHE_RETURN_IF_ERROR(fwd(block_.norm(*x_, t.ffn_norm, *h2)));
   {
-    LATHE_ASSIGN_OR_RETURN(std::vector<double> h, hessian_of(h2, hidden));
-    LATHE_RETURN_IF_ERROR(quantize(t.gate, "ffn_gate", h, h2));
-    LATHE_RETURN_IF_ERROR(quantize(t.up, "ffn_up", h, h2));
+    LATHE_ASSIGN_OR_RETURN(std::vector<double> h, hessian_of(*h2));
+    LATHE_RETURN_IF_ERROR(quantize(t.gate, "ffn_gate", h, *h2));
+    LATHE_RETURN_IF_ERROR(quantize(t.up, "ffn_up", h, *h2));
   }
-  std::vector<float>& m = scratch(scratch_.m, rows * t.down.k);
-  LATHE_RETURN_IF_ERROR(
-      block_.mlp_act(h2.data(), t.gate, t.up, m.data()).with_context(prefix + "forward"));
+  LATHE_ASSIGN_OR_RETURN(CalibTensor * m, scratch(scratch_.m, t.down.k));
+  LATHE_RETURN_IF_ERROR(fwd(block_.mlp_act(*h2, t.gate, t.up, *m)));
   {
-    LATHE_ASSIGN_OR_RETURN(std::vector<double> h, hessian_of(m, t.down.k));
-    LATHE_RETURN_IF_ERROR(quantize(t.down, "ffn_down", h, m));
+    LATHE_ASSIGN_OR_RETURN(std::vector<double> h, hessian_of(*m));
+    LATHE_RETURN_IF_ERROR(quantize(t.down, "ffn_down", h, *m));
   }
-  LATHE_RETURN_IF_ERROR(
-      block_.linear(m.data(), rows, t.down, y.data()).with_context(prefix + "forward"));
-  CalibBlock::add(x_.data(), y);
+  LATHE_RETURN_IF_ERROR(fwd(block_.linear(*m, t.down, *y)));
+  LATHE_RETURN_IF_ERROR(fwd(ops_->add(*x_, *y)));
   out->output_error = err_count > 0 ? err_sum / static_cast<double>(err_count) : 0.0;
   return Status();
 }
 
 Status CalibratedQuantizer::awq_block(BlockTensors& t, const std::string& prefix,
                                       const std::atomic<bool>* cancel, CalibratedBlock* out) {
-  const int64_t rows = block_.rows(), hidden = source_->config().hidden_size;
+  const int64_t hidden = source_->config().hidden_size;
   AwqConfig ac;
   ac.quant = scheme_.int_config;
+  auto fwd = [&](Status s) { return s.with_context(prefix + "forward"); };
 
   // The float block, with every linear's input kept.
-  std::vector<float>& h1 = scratch(scratch_.h1, rows * hidden);
-  block_.norm(x_.data(), t.attn_norm, h1.data());
-  LATHE_RETURN_IF_ERROR(attention_of(t, h1, prefix));
-  std::vector<float>& a = scratch_.a;
-  std::vector<float>& y = scratch(scratch_.y, rows * hidden);
-  LATHE_RETURN_IF_ERROR(
-      block_.linear(a.data(), rows, t.o, y.data()).with_context(prefix + "forward"));
-  CalibBlock::add(x_.data(), y);
-  std::vector<float>& h2 = scratch(scratch_.h2, rows * hidden);
-  block_.norm(x_.data(), t.ffn_norm, h2.data());
-  std::vector<float>& m = scratch(scratch_.m, rows * t.down.k);
-  LATHE_RETURN_IF_ERROR(
-      block_.mlp_act(h2.data(), t.gate, t.up, m.data()).with_context(prefix + "forward"));
-  LATHE_RETURN_IF_ERROR(
-      block_.linear(m.data(), rows, t.down, y.data()).with_context(prefix + "forward"));
-  CalibBlock::add(x_.data(), y);  // x_ is now the float block's output: the next block's input
+  LATHE_ASSIGN_OR_RETURN(CalibTensor * h1, scratch(scratch_.h1, hidden));
+  LATHE_RETURN_IF_ERROR(fwd(block_.norm(*x_, t.attn_norm, *h1)));
+  LATHE_RETURN_IF_ERROR(attention_of(t, *h1, prefix));
+  CalibTensor& a = *scratch_.a;
+  LATHE_ASSIGN_OR_RETURN(CalibTensor * y, scratch(scratch_.y, hidden));
+  LATHE_RETURN_IF_ERROR(fwd(block_.linear(a, t.o, *y)));
+  LATHE_RETURN_IF_ERROR(fwd(ops_->add(*x_, *y)));
+  LATHE_ASSIGN_OR_RETURN(CalibTensor * h2, scratch(scratch_.h2, hidden));
+  LATHE_RETURN_IF_ERROR(fwd(block_.norm(*x_, t.ffn_norm, *h2)));
+  LATHE_ASSIGN_OR_RETURN(CalibTensor * m, scratch(scratch_.m, t.down.k));
+  LATHE_RETURN_IF_ERROR(fwd(block_.mlp_act(*h2, t.gate, t.up, *m)));
+  LATHE_RETURN_IF_ERROR(fwd(block_.linear(*m, t.down, *y)));
+  // x_ is now the float block's output: the next block's input
+  LATHE_RETURN_IF_ERROR(fwd(ops_->add(*x_, *y)));
   LATHE_RETURN_IF_ERROR(check_cancel(cancel));
 
   // Scale search of one group sharing the input `x` ([rows, kk]); the loss is the squared error
   // of the group's outputs on a sample of rows.
-  auto search = [&](const std::vector<float>& x, std::vector<CalibLinear*> group,
+  auto search = [&](CalibTensor& x, std::vector<CalibLinear*> group,
                     const char* what) -> Result<std::vector<float>> {
     LATHE_RETURN_IF_ERROR(check_cancel(cancel));
+    auto ctx = [&](Status s) { return s.with_context(prefix + what); };
     const int64_t kk = group[0]->k;
-    const std::vector<float> xs = sample_rows(x, fit_rows_, kk, options_.awq_loss_rows);
-    const int64_t ms = static_cast<int64_t>(xs.size()) / kk;
-    std::vector<std::vector<float>> ref(group.size());
+    Result<CalibTensorPtr> xs_r =
+        ops_->gather_rows(x, spread_rows(fit_rows_, options_.awq_loss_rows));
+    if (!xs_r.is_ok()) return ctx(xs_r.status());
+    const CalibTensor& xs = *xs_r.value();
+    // Each linear's weights, its float outputs and a candidate's, on the ops' memory for the
+    // whole grid.
+    std::vector<CalibTensorPtr> w(group.size()), cand(group.size()), ref(group.size()),
+        yc(group.size());
     std::vector<AwqLinear> linears;
     for (size_t i = 0; i < group.size(); ++i) {
-      ref[i].resize(static_cast<size_t>(ms * group[i]->n));
-      LATHE_RETURN_IF_ERROR(
-          block_.linear(xs.data(), ms, CalibLinear{group[i]->w, {}, group[i]->n, kk}, ref[i].data())
-              .with_context(prefix + what));
-      linears.push_back({group[i]->w.data(), group[i]->n});
+      const CalibLinear& l = *group[i];
+      Result<CalibTensorPtr> r = calib_upload(*ops_, l.w.data(), l.n, kk);
+      if (!r.is_ok()) return ctx(r.status());
+      w[i] = std::move(r).value();
+      for (CalibTensorPtr* t : {&cand[i], &ref[i], &yc[i]}) {
+        r = t == &cand[i] ? ops_->alloc(l.n, kk) : ops_->alloc(xs.rows(), l.n);
+        if (!r.is_ok()) return ctx(r.status());
+        *t = std::move(r).value();
+      }
+      LATHE_RETURN_IF_ERROR(ctx(ops_->linear_t(xs, *w[i], *ref[i])));
+      linears.push_back({l.w.data(), l.n});
     }
-    std::vector<float> yc;
-    AwqLossFn loss = [&](const std::vector<std::vector<float>>& cand) -> Result<double> {
+    AwqScaleLossFn loss = [&](const std::vector<float>& sc) -> Result<double> {
       double e = 0.0;
-      for (size_t i = 0; i < cand.size(); ++i) {
-        yc.resize(ref[i].size());
-        // Its error gets the group's name below, from awq_search_scales' result.
-        LATHE_RETURN_IF_ERROR(
-            block_.linear(xs.data(), ms, CalibLinear{cand[i], {}, group[i]->n, kk}, yc.data()));
-        e += squared_error(yc, ref[i]);
+      for (size_t i = 0; i < group.size(); ++i) {
+        // Its error gets the group's name below, from the search's result.
+        LATHE_RETURN_IF_ERROR(ops_->awq_fake_quantize(*w[i], sc, ac.quant, *cand[i]));
+        LATHE_RETURN_IF_ERROR(ops_->linear_t(xs, *cand[i], *yc[i]));
+        LATHE_ASSIGN_OR_RETURN(const double d, ops_->squared_difference(*yc[i], *ref[i]));
+        e += d;
       }
       return e;
     };
-    Result<AwqScaleResult> r =
-        awq_search_scales(awq_activation_means(x.data(), fit_rows_, kk), linears, kk, ac, loss);
-    if (!r.is_ok()) return r.status().with_context(prefix + what);
+    Result<std::vector<float>> means = ops_->column_abs_mean(x, fit_rows_);
+    if (!means.is_ok()) return ctx(means.status());
+    const std::vector<double> w_mean =
+        awq_weight_means(linears, kk, effective_group_size(ac.quant, kk));
+    Result<AwqScaleResult> r = awq_search_scale_grid(means.value(), w_mean, kk, ac, loss);
+    if (!r.is_ok()) return ctx(r.status());
     for (CalibLinear* l : group) awq_scale_columns(l->w.data(), l->n, kk, r.value().scales.data());
+    LATHE_RETURN_IF_ERROR(ctx(ops_->divide_columns(x, r.value().scales)));
     return std::move(r.value().scales);
   };
 
-  LATHE_ASSIGN_OR_RETURN(std::vector<float> s_qkv, search(h1, {&t.q, &t.k, &t.v}, "attn_q/k/v"));
+  LATHE_ASSIGN_OR_RETURN(std::vector<float> s_qkv, search(*h1, {&t.q, &t.k, &t.v}, "attn_q/k/v"));
   awq_fold_into_norm(t.attn_norm.data(), nullptr, hidden, s_qkv.data());
-  divide_columns(h1, hidden, s_qkv);
   out->replaced[prefix + "attn_norm"] = t.attn_norm;
   if (t.v.n == t.o.k) {  // v's outputs are o's inputs (no grouped-query sharing)
     LATHE_ASSIGN_OR_RETURN(std::vector<float> s_o, search(a, {&t.o}, "attn_output"));
     awq_fold_into_linear(t.v.w.data(), t.v.bias.empty() ? nullptr : t.v.bias.data(), t.v.n, t.v.k,
                          s_o.data());
-    divide_columns(a, t.o.k, s_o);
     if (!t.v.bias.empty()) out->replaced[prefix + "attn_v_bias"] = t.v.bias;
   }
-  LATHE_ASSIGN_OR_RETURN(std::vector<float> s_gu, search(h2, {&t.gate, &t.up}, "ffn_gate/up"));
+  LATHE_ASSIGN_OR_RETURN(std::vector<float> s_gu, search(*h2, {&t.gate, &t.up}, "ffn_gate/up"));
   awq_fold_into_norm(t.ffn_norm.data(), nullptr, hidden, s_gu.data());
-  divide_columns(h2, hidden, s_gu);
   out->replaced[prefix + "ffn_norm"] = t.ffn_norm;
-  LATHE_ASSIGN_OR_RETURN(std::vector<float> s_d, search(m, {&t.down}, "ffn_down"));
+  LATHE_ASSIGN_OR_RETURN(std::vector<float> s_d, search(*m, {&t.down}, "ffn_down"));
   awq_fold_into_linear(t.up.w.data(), nullptr, t.up.n, t.up.k, s_d.data());
-  divide_columns(m, t.down.k, s_d);
 
   // Clip search (not q and k: AutoAWQ leaves their ranges alone), then round to nearest.
   double err_sum = 0.0;
@@ -393,34 +413,37 @@ Status CalibratedQuantizer::awq_block(BlockTensors& t, const std::string& prefix
   struct Item {
     CalibLinear* l;
     const char* name;
-    const std::vector<float>* x;
+    const CalibTensor* x;
     bool clip;
   };
-  const Item items[] = {{&t.q, "attn_q", &h1, false},     {&t.k, "attn_k", &h1, false},
-                        {&t.v, "attn_v", &h1, true},      {&t.o, "attn_output", &a, true},
-                        {&t.gate, "ffn_gate", &h2, true}, {&t.up, "ffn_up", &h2, true},
-                        {&t.down, "ffn_down", &m, true}};
+  const Item items[] = {{&t.q, "attn_q", h1, false},     {&t.k, "attn_k", h1, false},
+                        {&t.v, "attn_v", h1, true},      {&t.o, "attn_output", &a, true},
+                        {&t.gate, "ffn_gate", h2, true}, {&t.up, "ffn_up", h2, true},
+                        {&t.down, "ffn_down", m, true}};
   for (const Item& it : items) {
     LATHE_RETURN_IF_ERROR(check_cancel(cancel));
+    auto ctx = [&](Status s) { return s.with_context(prefix + it.name); };
     CalibLinear& l = *it.l;
-    const std::vector<float> xs = sample_rows(*it.x, fit_rows_, l.k, options_.awq_clip_rows);
-    const int64_t ms = static_cast<int64_t>(xs.size()) / l.k;
-    std::vector<float> y0(static_cast<size_t>(ms * l.n)), y1(y0.size());
-    LATHE_RETURN_IF_ERROR(block_.linear(xs.data(), ms, CalibLinear{l.w, {}, l.n, l.k}, y0.data())
-                              .with_context(prefix + it.name));
+    Result<CalibTensorPtr> xs =
+        ops_->gather_rows(*it.x, spread_rows(fit_rows_, options_.awq_clip_rows));
+    if (!xs.is_ok()) return ctx(xs.status());
+    const int64_t ms = xs.value()->rows();
+    const CalibLinear before{l.w, {}, l.n, l.k};  // l.w is clipped below
     if (it.clip) {
-      Result<std::vector<float>> mv = awq_search_clip(l.w.data(), l.n, l.k, xs.data(), ms, ac);
-      if (!mv.is_ok()) return mv.status().with_context(prefix + it.name);
+      Result<CalibTensorPtr> wt = calib_upload(*ops_, l.w.data(), l.n, l.k);
+      if (!wt.is_ok()) return ctx(wt.status());
+      Result<std::vector<float>> mv = ops_->awq_clip(*wt.value(), *xs.value(), ac);
+      if (!mv.is_ok()) return ctx(mv.status());
       awq_apply_clip(l.w.data(), l.n, l.k, effective_group_size(ac.quant, l.k), mv.value());
     }
     Result<IntQuantizedMatrix> qm = quantize_int_rtn(l.w.data(), l.n, l.k, ac.quant);
-    if (!qm.is_ok()) return qm.status().with_context(prefix + it.name);
-    std::vector<float> deq = dequantize_int(qm.value());
-    LATHE_RETURN_IF_ERROR(block_.linear(xs.data(), ms, CalibLinear{deq, {}, l.n, l.k}, y1.data())
-                              .with_context(prefix + it.name));
-    err_sum += squared_error(y1, y0);
-    err_count += static_cast<int64_t>(y0.size());
-    l.w = std::move(deq);  // t is now the quantized block (for the held-out check)
+    if (!qm.is_ok()) return ctx(qm.status());
+    CalibLinear deq{dequantize_int(qm.value()), {}, l.n, l.k};
+    Result<double> e = output_error(*xs.value(), before, deq);
+    if (!e.is_ok()) return ctx(e.status());
+    err_sum += e.value();
+    err_count += ms * l.n;
+    l.w = std::move(deq.w);  // t is now the quantized block (for the held-out check)
     out->linears.emplace(prefix + it.name, std::move(qm).value());
   }
   out->output_error = err_count > 0 ? err_sum / static_cast<double>(err_count) : 0.0;

@@ -80,8 +80,9 @@ class CalibratedQuantizer {
   Result<CalibratedBlock> quantize_block(int64_t layer, const std::atomic<bool>* cancel);
 
   int64_t next_layer() const { return next_layer_; }
-  // The hidden states entering block next_layer(), [rows, hidden] (held-out rows last).
-  const std::vector<float>& hidden_state() const { return x_; }
+  // The hidden states entering block next_layer(), [rows, hidden] (held-out rows last), copied
+  // to the host.
+  Result<std::vector<float>> hidden_state() const;
   // Continues from a saved state: `x` is hidden_state() as it was when next_layer() was `layer`.
   // kInvalidArgument when its size does not fit this calibration set and model.
   Status restore(int64_t layer, std::vector<float> x);
@@ -96,8 +97,13 @@ class CalibratedQuantizer {
                       const CalibratedQuantizerOptions& o);
   // The block's attention output over all rows, from its normed input h1 with t's q/k/v/o as they
   // are now, into scratch_.a (q, k, v in scratch_ too). Errors name `prefix` + "forward".
-  Status attention_of(const BlockTensors& t, const std::vector<float>& h1,
-                      const std::string& prefix);
+  Status attention_of(const BlockTensors& t, const CalibTensor& h1, const std::string& prefix);
+  // `slot` as a [rows, cols] tensor: kept when it has that shape, else made anew.
+  Result<CalibTensor*> scratch(CalibTensorPtr& slot, int64_t cols);
+  // The squared error, summed, of the outputs on xs [m, k] of `before` and of `after` (linears
+  // of the same shape).
+  Result<double> output_error(const CalibTensor& xs, const CalibLinear& before,
+                              const CalibLinear& after);
   Status gptq_block(BlockTensors& t, const std::string& prefix, const std::atomic<bool>* cancel,
                     CalibratedBlock* out);
   Status awq_block(BlockTensors& t, const std::string& prefix, const std::atomic<bool>* cancel,
@@ -105,7 +111,7 @@ class CalibratedQuantizer {
   // The held-out comparison of one block: `x_in` the held-out rows entering it, `plain` its float
   // tensors, `quantized` the method's (dequantized weights, folded norms).
   Result<HoldoutBlock> compare_holdout(const BlockTensors& plain, const BlockTensors& quantized,
-                                       const std::vector<float>& x_in) const;
+                                       const CalibTensor& x_in) const;
 
   const QuantSource* source_;
   CalibOps* ops_;
@@ -116,12 +122,12 @@ class CalibratedQuantizer {
   int64_t fit_rows_ = 0;  // rows of the fitted samples (the first ones of the batch)
   int64_t holdout_samples_ = 0;
   CalibBlock holdout_block_;  // the held-out samples alone
-  std::vector<float> x_;      // hidden states entering block next_layer_, [rows, hidden]
-  // The block's activations over all rows (gptq_block, awq_block), kept from one block to the
-  // next: each is overwritten whole before it is read (8B shape, 65536 rows: ~9 GiB that would
-  // otherwise be allocated and page-faulted again for every block).
+  CalibTensorPtr x_;          // hidden states entering block next_layer_, [rows, hidden]
+  // The block's activations over all rows (gptq_block, awq_block), on the ops' memory and kept
+  // from one block to the next: each is overwritten whole before it is read (8B shape, 65536
+  // rows: ~9 GiB that would otherwise be allocated again for every block).
   struct BlockScratch {
-    std::vector<float> h1, q, k, v, a, y, h2, m;
+    CalibTensorPtr h1, q, k, v, a, y, h2, m;
   } scratch_;
   int64_t next_layer_ = 0;
 };

@@ -114,22 +114,33 @@ Fp8Matrix quantize_fp8(const float* w, int64_t rows, int64_t cols, Fp8ScaleKind 
   m.scales.assign(static_cast<size_t>(m.scale_rows() * m.scale_cols()), 0.f);
   // amax of every scale's region, then scale = amax / 448.
   const int64_t sc = m.scale_cols();
+  // On the pool; max is exact in any order, so the scales do not depend on the split.
+  ThreadPool& pool = ThreadPool::global();
   if (kind == Fp8ScaleKind::kTensor) {
-    float amax = 0.f;
-    for (int64_t i = 0; i < rows * cols; ++i) amax = std::max(amax, std::fabs(w[i]));
-    m.scales[0] = amax;
-  } else {
-    for (int64_t r = 0; r < rows; ++r) {
-      for (int64_t c = 0; c < cols; ++c) {
-        const size_t s = kind == Fp8ScaleKind::kChannel
-                             ? static_cast<size_t>(r)
-                             : static_cast<size_t>((r / kFp8BlockSize) * sc + c / kFp8BlockSize);
-        m.scales[s] = std::max(m.scales[s], std::fabs(w[r * cols + c]));
+    std::vector<float> part(static_cast<size_t>(rows), 0.f);  // per-row amax
+    pool.parallel_for(rows, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        float a = 0.f;
+        for (int64_t c = 0; c < cols; ++c) a = std::max(a, std::fabs(w[r * cols + c]));
+        part[static_cast<size_t>(r)] = a;
       }
-    }
+    });
+    for (float a : part) m.scales[0] = std::max(m.scales[0], a);
+  } else {
+    // Tasks own whole scale rows (a channel, or a band of kFp8BlockSize rows).
+    const int64_t band = kind == Fp8ScaleKind::kChannel ? 1 : kFp8BlockSize;
+    pool.parallel_for(m.scale_rows(), [&](int64_t b0, int64_t b1) {
+      for (int64_t r = b0 * band; r < std::min(rows, b1 * band); ++r)
+        for (int64_t c = 0; c < cols; ++c) {
+          const size_t s = kind == Fp8ScaleKind::kChannel
+                               ? static_cast<size_t>(r)
+                               : static_cast<size_t>((r / kFp8BlockSize) * sc + c / kFp8BlockSize);
+          m.scales[s] = std::max(m.scales[s], std::fabs(w[r * cols + c]));
+        }
+    });
   }
   for (float& s : m.scales) s = s > 0.f && std::isfinite(s) ? s / kE4M3Max : 1.f;
-  ThreadPool::global().parallel_for(
+  pool.parallel_for(
       rows,
       [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r)

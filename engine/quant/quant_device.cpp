@@ -79,4 +79,10 @@ Result<QuantDeviceChoice> open_quant_device(const QuantDevice& device) {
   return internal_error("open_quant_device: unknown device kind");
 }
 
+bool quant_device_falls_back(const std::string& device_flag, const CalibOps& ops,
+                             const Status& error) {
+  return device_flag == "auto" && error.code() == ErrorCode::kResourceExhausted &&
+         ops.name().rfind("cpu", 0) != 0;
+}
+
 }  // namespace lathe

@@ -43,4 +43,11 @@ struct QuantDeviceChoice {
 // kAuto: the GPU's when device 0 is usable and its CalibOps are made, else the CPU's (never fails).
 Result<QuantDeviceChoice> open_quant_device(const QuantDevice& device);
 
+// Whether a job on `ops` should go on with the CPU's CalibOps after `error`: only for `--device
+// auto` ("auto"), only when ops is not already the CPU's (its name starts with "cpu") and only for
+// kResourceExhausted (the batch's activations do not fit the GPU). An explicit device keeps the
+// error.
+bool quant_device_falls_back(const std::string& device_flag, const CalibOps& ops,
+                             const Status& error);
+
 }  // namespace lathe

@@ -16,6 +16,12 @@ namespace lathe {
 struct QuantTiming {
   double linear_s = 0, mlp_s = 0, attention_s = 0, hessian_s = 0, gptq_s = 0;  // inside CalibOps
   int64_t linear_calls = 0, mlp_calls = 0, attention_calls = 0, hessian_calls = 0, gptq_calls = 0;
+  double awq_s = 0;  // AWQ's fake quantization (scale grid) and clip search
+  int64_t awq_calls = 0;
+  // The tensor ops (calib_ops.h): allocations, copies, norms, RoPE, adds, column scaling,
+  // reductions.
+  double tensor_s = 0;
+  int64_t tensor_calls = 0;
   double block_s = 0;       // CalibratedQuantizer::quantize_block in all (the ops above included)
   double block_read_s = 0;  // of which reading the block's tensors (dummy weights: generating them)
   double holdout_s = 0;     // of which the held-out check (its ops included)

@@ -159,10 +159,18 @@ Result<QuantizeResult> QuantizeJob::run(const QuantizeProgressFn& progress,
   CalibratedBlock block;  // the calibrated block being written
   int64_t block_layer = -1;
   if (scheme_.needs_calibration()) {
-    LATHE_ASSIGN_OR_RETURN(
-        CalibratedQuantizer cq,
-        CalibratedQuantizer::create(source_, scheme_, calibration_, *ops_, quantizer_options_));
-    calibrated.emplace(std::move(cq));
+    Result<CalibratedQuantizer> cq =
+        CalibratedQuantizer::create(source_, scheme_, calibration_, *ops_, quantizer_options_);
+    if (!cq.is_ok() && quant_device_falls_back(request_.device, *ops_, cq.status())) {
+      // --device auto: the GPU cannot hold the batch's activations; the CPU can (host memory).
+      result.notes.push_back("--device auto: " + cq.status().message() +
+                             "; calibrating on the CPU instead");
+      ops_ = make_cpu_calib_ops();
+      if (request_.profile) ops_ = make_timed_calib_ops(std::move(ops_), &timing_);
+      cq = CalibratedQuantizer::create(source_, scheme_, calibration_, *ops_, quantizer_options_);
+    }
+    if (!cq.is_ok()) return cq.status();
+    calibrated.emplace(std::move(cq).value());
     if (request_.resumable) {
       LATHE_ASSIGN_OR_RETURN(
           QuantCheckpoint c,
@@ -229,7 +237,10 @@ Result<QuantizeResult> QuantizeJob::run(const QuantizeProgressFn& progress,
         if (!b.is_ok()) return b.status().with_context("quantizing on " + p.device);
         block = std::move(b).value();
         lap(timing_.block_s);
-        if (ckpt) LATHE_RETURN_IF_ERROR(ckpt->save(layer, block, calibrated->hidden_state()));
+        if (ckpt) {
+          LATHE_ASSIGN_OR_RETURN(const std::vector<float> state, calibrated->hidden_state());
+          LATHE_RETURN_IF_ERROR(ckpt->save(layer, block, state));
+        }
         lap(timing_.checkpoint_s);
         if (request_.stop_after_layers >= 0 && layer + 1 >= request_.stop_after_layers)
           return interrupted();

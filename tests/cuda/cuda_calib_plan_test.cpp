@@ -5,7 +5,7 @@
 //   - the damping schedule and the fallback text: a Hessian that no damping makes positive
 //     definite gives gptq_quantize's fallback reason word for word;
 //   - the host build of calib_grid.h (the GPTQ kernel's grid) equals int_quant.h bit for bit;
-//   - how pieces are cut: GPTQ column pieces, rows of a linear, samples of the attention.
+//   - how pieces are cut: GPTQ column pieces, rows of mlp_act's up projection.
 #include <QtTest>
 
 #include <cmath>
@@ -42,15 +42,6 @@ std::vector<double> hessian_with_ties(int64_t k, const std::vector<int64_t>& dea
   for (int64_t d : dead)
     for (int64_t t = 0; t < k; ++t) h[d * k + t] = h[t * k + d] = 0.0;
   return h;
-}
-
-CalibGrid grid_of(const IntQuantConfig& c) {
-  CalibGrid g;
-  g.bits = c.bits;
-  g.symmetric = c.symmetric ? 1 : 0;
-  g.scale_kind = c.scale_dtype == DType::kF16 ? 1 : (c.scale_dtype == DType::kBF16 ? 2 : 0);
-  g.min_zero = c.min_zero;
-  return g;
 }
 
 }  // namespace
@@ -155,7 +146,7 @@ class CudaCalibPlanTest : public QObject {
             c.symmetric = sym;
             c.scale_dtype = dt;
             c.min_zero = min_zero;
-            const CalibGrid g = grid_of(c);
+            const CalibGrid g = cuda::calib_grid_of(c);
             const int32_t max_code = (1 << bits) - 1;
             for (int t = 0; t < 2000; ++t) {
               float lo = random_value(), hi = random_value();
@@ -211,33 +202,11 @@ class CudaCalibPlanTest : public QObject {
       }
   }
 
-  void chunks_and_samples() {
+  void chunk_rows() {
     QCOMPARE(plan_chunk_rows(0, 100, 1000), int64_t{0});
     QCOMPARE(plan_chunk_rows(50, 100, 1000), int64_t{10});
     QCOMPARE(plan_chunk_rows(5, 100, 1000), int64_t{5});
     QCOMPARE(plan_chunk_rows(5, 100, 50), int64_t{0});
-    QVERIFY(plan_sample_pieces({}, 4, 100) == std::vector<int64_t>{0});
-    QVERIFY(plan_sample_pieces({0}, 4, 100) == std::vector<int64_t>{0});
-    // Everything fits: one piece.
-    QVERIFY((plan_sample_pieces({0, 3, 7, 10}, 4, 1000) == std::vector<int64_t>{0, 3}));
-    // 5 rows per piece: samples of 3, 4, 3 rows each alone (3 + 4 > 5), then 3 + 1 together.
-    QVERIFY((plan_sample_pieces({0, 3, 7, 10, 11}, 4, 20) == std::vector<int64_t>{0, 1, 2, 4}));
-    // A sample larger than the budget is a piece of its own.
-    QVERIFY((plan_sample_pieces({0, 1, 20, 21, 22}, 4, 12) == std::vector<int64_t>{0, 1, 2, 4}));
-    // Every piece is non-empty, in order, and within budget unless a single sample.
-    std::vector<int64_t> start{0};
-    std::mt19937 rng(3);
-    for (int s = 0; s < 200; ++s)
-      start.push_back(start.back() + 1 + static_cast<int64_t>(rng() % 40));
-    const std::vector<int64_t> b = plan_sample_pieces(start, 8, 8 * 64);
-    QCOMPARE(b.front(), int64_t{0});
-    QCOMPARE(b.back(), int64_t{200});
-    for (size_t p = 0; p + 1 < b.size(); ++p) {
-      QVERIFY(b[p + 1] > b[p]);
-      const int64_t rows = start[b[p + 1]] - start[b[p]];
-      QVERIFY(rows <= 64 || b[p + 1] - b[p] == 1);
-      if (p + 2 < b.size()) QVERIFY(rows + start[b[p + 1] + 1] - start[b[p + 1]] > 64);
-    }
   }
 };
 

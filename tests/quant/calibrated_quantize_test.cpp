@@ -89,39 +89,46 @@ class CalibratedQuantizeTest : public QObject {
     const CalibLayout layout = make_calib_layout(samples);
     const std::unique_ptr<CalibOps> ops = make_cpu_calib_ops();
     CalibBlock block(s.config(), layout, *ops);
-    auto x = calib_embeddings(s, samples);
-    LATHE_QVERIFY_RESULT(x);
+    auto xh = calib_embeddings(s, samples);
+    LATHE_QVERIFY_RESULT(xh);
     const int64_t rows = layout.rows(), h = s.config().hidden_size;
+    auto xt = calib_upload(*ops, xh.value().data(), rows, h);
+    LATHE_QVERIFY_RESULT(xt);
+    CalibTensor& x = *xt.value();
+    auto tensor = [&](int64_t cols) { return std::move(ops->alloc(rows, cols)).value(); };
     for (int64_t l = 0; l < s.config().num_layers; ++l) {
       auto t = read_block_tensors(s, l);
       LATHE_QVERIFY_RESULT(t);
       BlockTensors& b = t.value();
-      std::vector<float> h1(rows * h), q(rows * b.q.n), k(rows * b.k.n), v(rows * b.v.n),
-          a(rows * b.o.k), y(rows * h), m2(rows * b.down.k);
-      block.norm(x.value().data(), b.attn_norm, h1.data());
-      LATHE_QVERIFY_OK(block.linear(h1.data(), rows, b.q, q.data()));
-      LATHE_QVERIFY_OK(block.linear(h1.data(), rows, b.k, k.data()));
-      LATHE_QVERIFY_OK(block.linear(h1.data(), rows, b.v, v.data()));
-      LATHE_QVERIFY_OK(block.attention(b, q, k, v, a.data()));
-      LATHE_QVERIFY_OK(block.linear(a.data(), rows, b.o, y.data()));
-      CalibBlock::add(x.value().data(), y);
-      block.norm(x.value().data(), b.ffn_norm, h1.data());
-      LATHE_QVERIFY_OK(block.mlp_act(h1.data(), b.gate, b.up, m2.data()));
-      LATHE_QVERIFY_OK(block.linear(m2.data(), rows, b.down, y.data()));
-      CalibBlock::add(x.value().data(), y);
+      CalibTensorPtr h1 = tensor(h), q = tensor(b.q.n), k = tensor(b.k.n), v = tensor(b.v.n),
+                     a = tensor(b.o.k), y = tensor(h), m2 = tensor(b.down.k);
+      LATHE_QVERIFY_OK(block.norm(x, b.attn_norm, *h1));
+      LATHE_QVERIFY_OK(block.linear(*h1, b.q, *q));
+      LATHE_QVERIFY_OK(block.linear(*h1, b.k, *k));
+      LATHE_QVERIFY_OK(block.linear(*h1, b.v, *v));
+      LATHE_QVERIFY_OK(block.attention(b, *q, *k, *v, *a));
+      LATHE_QVERIFY_OK(block.linear(*a, b.o, *y));
+      LATHE_QVERIFY_OK(ops->add(x, *y));
+      LATHE_QVERIFY_OK(block.norm(x, b.ffn_norm, *h1));
+      LATHE_QVERIFY_OK(block.mlp_act(*h1, b.gate, b.up, *m2));
+      LATHE_QVERIFY_OK(block.linear(*m2, b.down, *y));
+      LATHE_QVERIFY_OK(ops->add(x, *y));
     }
     auto norm = s.read("output_norm");
     LATHE_QVERIFY_RESULT(norm);
-    std::vector<float> xn(rows * h);
-    block.norm(x.value().data(), norm.value(), xn.data());
+    CalibTensorPtr xn = tensor(h);
+    LATHE_QVERIFY_OK(block.norm(x, norm.value(), *xn));
     CalibLinear head;
     auto hw = s.read("output");
     LATHE_QVERIFY_RESULT(hw);
     head.w = hw.value();
     head.n = s.config().vocab_size;
     head.k = h;
-    std::vector<float> logits(rows * head.n);
-    LATHE_QVERIFY_OK(block.linear(xn.data(), rows, head, logits.data()));
+    CalibTensorPtr logits_t = tensor(head.n);
+    LATHE_QVERIFY_OK(block.linear(*xn, head, *logits_t));
+    auto logits_r = calib_download(*ops, *logits_t);
+    LATHE_QVERIFY_RESULT(logits_r);
+    const std::vector<float>& logits = logits_r.value();
     for (size_t i = 0; i < samples.size(); ++i) {
       const int32_t len = static_cast<int32_t>(samples[i].size());
       auto ref = test::prefix_logits(model, samples[i], {len});
@@ -297,7 +304,9 @@ class CalibratedQuantizeTest : public QObject {
     constexpr int64_t kK = 48;
     std::vector<float> x = test::random_normal(static_cast<size_t>(layout.rows() * kK), 11);
     for (int64_t r = 0; r < layout.rows(); ++r) x[static_cast<size_t>(r * kK + 5)] *= 20.f;
-    auto fast = block.hessian(x.data(), kK);
+    auto xt = calib_upload(*ops, x.data(), layout.rows(), kK);
+    LATHE_QVERIFY_RESULT(xt);
+    auto fast = block.hessian(*xt.value());
     LATHE_QVERIFY_RESULT(fast);
     HessianAccumulator acc(kK);
     LATHE_QVERIFY_OK(acc.add_rows(x.data(), layout.rows()));
@@ -310,7 +319,8 @@ class CalibratedQuantizeTest : public QObject {
       }
     QVERIFY2(worst < 1e-5, qPrintable(QString::number(worst)));
     x[17] = NAN;
-    QVERIFY(contains(block.hessian(x.data(), kK).status(), "not finite"));
+    LATHE_QVERIFY_OK(ops->upload(x.data(), *xt.value()));
+    QVERIFY(contains(block.hessian(*xt.value()).status(), "not finite"));
   }
 
   void gptq_and_awq_beat_round_to_nearest() {

@@ -196,11 +196,13 @@ class CliQuantizeTest : public QObject {
                         "--device", "cpu", "--no-resume", "--profile"});
     QVERIFY2(r.exit_code == 0, qPrintable(r.err));
     QCOMPARE(r.err.count("time so far: ops "), 2);  // two blocks
-    for (const char* needle : {"linear ", "mlp ", "attention ", "hessian ", "gptq 0", "gptq ",
-                               "blocks ", "held-out checks ", "writer ", "checkpoints "})
+    for (const char* needle :
+         {"linear ", "mlp ", "attention ", "hessian ", "gptq 0", "gptq ", "awq ",
+          "norms/RoPE/adds/copies ", "blocks ", "held-out checks ", "writer ", "checkpoints "})
       QVERIFY2(r.err.contains(needle), qPrintable(needle + QString("\n") + r.err));
     // Block 1's line counts 7 GPTQ runs, block 2's 14.
-    QVERIFY2(r.err.contains("/ 7)") && r.err.contains("/ 14)"), qPrintable(r.err));
+    QVERIFY2(r.err.contains("/ 7, awq "), qPrintable(r.err));
+    QVERIFY2(r.err.contains("/ 14, awq "), qPrintable(r.err));
     r = lathe_quantize({dummy_, "-o", dir_.filePath("dummy_profile_rtn"), "-s", "rtn",
                         "--load-format", "dummy", "--profile"});
     QVERIFY2(r.exit_code == 0 && !r.err.contains("time so far"), qPrintable(r.err));

@@ -39,29 +39,90 @@ class CountingOps final : public CalibOps {
   std::string fail_op;
   int fail_at = 0;
 
-  std::string name() const override { return "counting " + cpu_->name(); }
-  Status linear(const float* x, int64_t rows, const CalibLinear& l, float* y) override {
+  std::string name_as;  // when set, name() returns it (a GPU's name, say)
+  std::string name() const override {
+    return name_as.empty() ? "counting " + cpu_->name() : name_as;
+  }
+  Result<CalibTensorPtr> alloc(int64_t rows, int64_t cols) override {
+    LATHE_RETURN_IF_ERROR(count("alloc"));
+    return cpu_->alloc(rows, cols);
+  }
+  Status upload(const float* host, CalibTensor& t) override {
+    LATHE_RETURN_IF_ERROR(count("upload"));
+    return cpu_->upload(host, t);
+  }
+  Status download(const CalibTensor& t, int64_t row0, int64_t n, float* host) override {
+    LATHE_RETURN_IF_ERROR(count("download"));
+    return cpu_->download(t, row0, n, host);
+  }
+  Result<CalibTensorPtr> gather_rows(const CalibTensor& x,
+                                     const std::vector<int64_t>& rows) override {
+    LATHE_RETURN_IF_ERROR(count("gather_rows"));
+    return cpu_->gather_rows(x, rows);
+  }
+  Status rms_norm(const CalibTensor& x, int64_t width, const std::vector<float>& w, float eps,
+                  CalibTensor& out) override {
+    LATHE_RETURN_IF_ERROR(count("rms_norm"));
+    return cpu_->rms_norm(x, width, w, eps, out);
+  }
+  Status rope(CalibTensor& x, int64_t heads, int64_t head_dim, const CalibTensor& c,
+              const CalibTensor& s, RopeStyle style) override {
+    LATHE_RETURN_IF_ERROR(count("rope"));
+    return cpu_->rope(x, heads, head_dim, c, s, style);
+  }
+  Status add(CalibTensor& x, const CalibTensor& y) override {
+    LATHE_RETURN_IF_ERROR(count("add"));
+    return cpu_->add(x, y);
+  }
+  Status divide_columns(CalibTensor& x, const std::vector<float>& s) override {
+    LATHE_RETURN_IF_ERROR(count("divide_columns"));
+    return cpu_->divide_columns(x, s);
+  }
+  Status linear(const CalibTensor& x, const CalibLinear& l, CalibTensor& y) override {
     LATHE_RETURN_IF_ERROR(count("linear"));
-    return cpu_->linear(x, rows, l, y);
+    return cpu_->linear(x, l, y);
   }
-  Status mlp_act(const float* x, int64_t rows, const CalibLinear& gate, const CalibLinear& up,
-                 float* m) override {
+  Status mlp_act(const CalibTensor& x, const CalibLinear& gate, const CalibLinear& up,
+                 CalibTensor& m) override {
     LATHE_RETURN_IF_ERROR(count("mlp_act"));
-    return cpu_->mlp_act(x, rows, gate, up, m);
+    return cpu_->mlp_act(x, gate, up, m);
   }
-  Status attention(const CalibLayout& layout, const CalibAttentionShape& shape, const float* q,
-                   const float* k, const float* v, float* out) override {
+  Status attention(const CalibLayout& layout, const CalibAttentionShape& shape,
+                   const CalibTensor& q, const CalibTensor& k, const CalibTensor& v,
+                   CalibTensor& out) override {
     LATHE_RETURN_IF_ERROR(count("attention"));
     return cpu_->attention(layout, shape, q, k, v, out);
   }
-  Result<std::vector<double>> hessian(const float* x, int64_t n, int64_t k) override {
+  Result<std::vector<double>> hessian(const CalibTensor& x, int64_t n) override {
     LATHE_RETURN_IF_ERROR(count("hessian"));
-    return cpu_->hessian(x, n, k);
+    return cpu_->hessian(x, n);
   }
   Result<GptqResult> gptq(const float* w, int64_t rows, int64_t cols, const std::vector<double>& h,
                           const GptqConfig& config) override {
     LATHE_RETURN_IF_ERROR(count("gptq"));
     return cpu_->gptq(w, rows, cols, h, config);
+  }
+  Status linear_t(const CalibTensor& x, const CalibTensor& w, CalibTensor& y) override {
+    LATHE_RETURN_IF_ERROR(count("linear_t"));
+    return cpu_->linear_t(x, w, y);
+  }
+  Status awq_fake_quantize(const CalibTensor& w, const std::vector<float>& s,
+                           const IntQuantConfig& quant, CalibTensor& out) override {
+    LATHE_RETURN_IF_ERROR(count("awq_fake_quantize"));
+    return cpu_->awq_fake_quantize(w, s, quant, out);
+  }
+  Result<std::vector<float>> awq_clip(const CalibTensor& w, const CalibTensor& xs,
+                                      const AwqConfig& config) override {
+    LATHE_RETURN_IF_ERROR(count("awq_clip"));
+    return cpu_->awq_clip(w, xs, config);
+  }
+  Result<std::vector<float>> column_abs_mean(const CalibTensor& x, int64_t n) override {
+    LATHE_RETURN_IF_ERROR(count("column_abs_mean"));
+    return cpu_->column_abs_mean(x, n);
+  }
+  Result<double> squared_difference(const CalibTensor& a, const CalibTensor& b) override {
+    LATHE_RETURN_IF_ERROR(count("squared_difference"));
+    return cpu_->squared_difference(a, b);
   }
 
  private:
@@ -202,6 +263,39 @@ class QuantDeviceTest : public QObject {
     QVERIFY(awq_ops.calls["linear"] > 0);
     QVERIFY(awq_ops.calls["attention"] >= 2 * 4);
     QVERIFY(awq_ops.calls["mlp_act"] >= 2 * 4);
+    // The scale grid's candidates and the clip search on the ops: 20 alphas for each linear of
+    // the q/k/v, o (when v feeds o), gate/up and down groups; 5 clipped linears a block.
+    QVERIFY(awq_ops.calls["awq_fake_quantize"] >= 2 * 20 * (3 + 2 + 1));
+    QCOMPARE(awq_ops.calls["awq_clip"], 2 * 5);
+  }
+
+  // The batch's activations are allocated when the quantizer is made: a device that cannot hold
+  // them fails there (before any block), with its message, for every allocation of the set.
+  void activations_that_do_not_fit_fail_before_the_first_block() {
+    for (int at = 1; at <= 9; ++at) {  // x, then the eight activations of a block
+      CountingOps ops;
+      ops.fail_op = "alloc";
+      ops.fail_at = at;
+      const Status s = quantize_all("gptq", ops);
+      QVERIFY2(!s.is_ok(), qPrintable(QString("allocation %1 was not made up front").arg(at)));
+      QCOMPARE(s.code(), ErrorCode::kResourceExhausted);
+      QCOMPARE(ops.calls["linear"], 0);  // no work was done
+    }
+  }
+
+  // --device auto goes on on the CPU when a GPU cannot hold the activations; nothing else does.
+  void auto_falls_back_only_when_the_gpu_is_too_small() {
+    CountingOps cpu;
+    cpu.name_as = "cpu (16 threads)";
+    const Status oom(ErrorCode::kResourceExhausted,
+                     "cuda:0: the tensor [65536, 14336] does not fit");
+    QVERIFY(!quant_device_falls_back("auto", cpu, oom));  // already the CPU
+    CountingOps cuda;
+    cuda.name_as = "cuda:0 NVIDIA H200";  // stands for a GPU's
+    QVERIFY(quant_device_falls_back("auto", cuda, oom));
+    QVERIFY(!quant_device_falls_back("cuda", cuda, oom));  // an explicit GPU keeps the error
+    QVERIFY(!quant_device_falls_back("cuda:0", cuda, oom));
+    QVERIFY(!quant_device_falls_back("auto", cuda, Status(ErrorCode::kInternal, "cuBLAS")));
   }
 
   void an_error_of_the_ops_is_the_error_of_the_block_data() {
@@ -228,6 +322,26 @@ class QuantDeviceTest : public QObject {
                                  << "gptq" << 1;
     QTest::newRow("gptq gptq 12") << "gptq"
                                   << "gptq" << 12;
+    // The tensor ops: the forward's norms, RoPE and adds, the sampled rows, the AWQ statistics
+    // and column scaling, the output errors, a late allocation.
+    for (const char* scheme : {"gptq", "awq"}) {
+      QTest::addRow("%s rms_norm 3", scheme) << scheme << "rms_norm" << 3;
+      QTest::addRow("%s rope 4", scheme) << scheme << "rope" << 4;
+      QTest::addRow("%s add 2", scheme) << scheme << "add" << 2;
+      QTest::addRow("%s gather_rows 5", scheme) << scheme << "gather_rows" << 5;
+      QTest::addRow("%s squared_difference 3", scheme) << scheme << "squared_difference" << 3;
+      QTest::addRow("%s alloc 20", scheme) << scheme << "alloc" << 20;
+    }
+    QTest::newRow("awq column_abs_mean 2") << "awq"
+                                           << "column_abs_mean" << 2;
+    QTest::newRow("awq divide_columns 3") << "awq"
+                                          << "divide_columns" << 3;
+    QTest::newRow("awq linear_t 3") << "awq"
+                                    << "linear_t" << 3;
+    QTest::newRow("awq awq_fake_quantize 30") << "awq"
+                                              << "awq_fake_quantize" << 30;
+    QTest::newRow("awq awq_clip 2") << "awq"
+                                    << "awq_clip" << 2;
   }
   void an_error_of_the_ops_is_the_error_of_the_block() {
     QFETCH(QString, scheme);

@@ -1,4 +1,4 @@
-// The kernels of GPTQ on the GPU (CudaCalibOps::gptq, cuda_calib_ops.cpp drives them with cuBLAS
+// The kernels of GPTQ on the GPU (CudaCalibOps::gptq, cuda_calib_gptq.cpp drives them with cuBLAS
 // and cuSOLVER between them). Shapes: k = the matrix's input columns, rows = its output rows;
 // "processing order" is GPTQ's column order (act-order permutation perm: position i holds original
 // column perm[i], calib_plan.h). All matrices are float64 unless said otherwise.

@@ -75,24 +75,13 @@ int64_t plan_chunk_rows(int64_t rows, int64_t bytes_per_row, int64_t budget_byte
   return std::min(rows, std::max<int64_t>(0, budget_bytes / bytes_per_row));
 }
 
-std::vector<int64_t> plan_sample_pieces(const std::vector<int64_t>& start, int64_t bytes_per_row,
-                                        int64_t budget_bytes) {
-  std::vector<int64_t> b{0};
-  const int64_t samples = start.empty() ? 0 : static_cast<int64_t>(start.size()) - 1;
-  if (samples == 0) return b;
-  const int64_t max_rows = std::max<int64_t>(
-      1, plan_chunk_rows(start.back() - start.front(), bytes_per_row, budget_bytes));
-  int64_t first = 0;
-  for (int64_t s = 1; s <= samples; ++s) {
-    // Close the piece before sample s - 1 when adding it would pass the budget (never empty).
-    const int64_t rows = start[static_cast<size_t>(s)] - start[static_cast<size_t>(first)];
-    if (rows > max_rows && s - 1 > first) {
-      b.push_back(s - 1);
-      first = s - 1;
-    }
-  }
-  b.push_back(samples);
-  return b;
+CalibGrid calib_grid_of(const IntQuantConfig& q) {
+  CalibGrid g;
+  g.bits = q.bits;
+  g.symmetric = q.symmetric ? 1 : 0;
+  g.scale_kind = q.scale_dtype == DType::kF16 ? 1 : (q.scale_dtype == DType::kBF16 ? 2 : 0);
+  g.min_zero = q.min_zero;
+  return g;
 }
 
 }  // namespace lathe::cuda

@@ -1,8 +1,8 @@
-// The host-side decisions of the CUDA CalibOps (cuda_calib_ops.cpp), as plain C++ so that they are
-// tested without a GPU (test_cuda_calib_plan): GPTQ's column plan (dead columns, the act-order
-// permutation, the mean diagonal the damping is a fraction of) and its damping schedule, both
-// exactly as gptq_quantize (engine/quant/gptq.cpp) decides them; and how large work is cut into
-// pieces that fit the device (rows of a linear, whole samples of the attention).
+// The host-side decisions of the CUDA CalibOps (cuda_calib_ops.cpp, cuda_calib_gptq.cpp), as
+// plain C++ so that they are tested without a GPU (test_cuda_calib_plan): GPTQ's column plan (dead
+// columns, the act-order permutation, the mean diagonal the damping is a fraction of) and its
+// damping schedule, both exactly as gptq_quantize (engine/quant/gptq.cpp) decides them; and how
+// rows are cut into pieces that fit the device (mlp_act's up projection).
 #pragma once
 
 #include <cstdint>
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/backend/cuda/calib_grid.h"
 #include "engine/quant/gptq.h"
 
 namespace lathe::cuda {
@@ -55,11 +56,8 @@ int64_t gptq_piece_end(int64_t s1, int64_t i2, int64_t group, int64_t max_piece)
 // `bytes_per_row` each (at most `rows`, at least 1 when rows > 0); 0 when not even one row fits.
 int64_t plan_chunk_rows(int64_t rows, int64_t bytes_per_row, int64_t budget_bytes);
 
-// Whole samples per piece of the calibration attention: boundaries into `start` (the layout's S + 1
-// row offsets): piece p is samples b[p] .. b[p + 1] - 1, as many consecutive samples as fit
-// `budget_bytes` at `bytes_per_row` (a sample larger than the budget is a piece of its own).
-// Returns {0, S} when everything fits; {0} for no samples.
-std::vector<int64_t> plan_sample_pieces(const std::vector<int64_t>& start, int64_t bytes_per_row,
-                                        int64_t budget_bytes);
+// The device grid (calib_grid.h) of an integer quantization config: its bits, symmetry, scale
+// dtype (0 f32, 1 f16, 2 bf16) and min_zero.
+CalibGrid calib_grid_of(const IntQuantConfig& q);
 
 }  // namespace lathe::cuda

@@ -1,6 +1,7 @@
-// The CUDA implementation of CalibOps (engine/quant/calib_ops.h): `lathe quantize`'s linears,
-// calibration attention, Hessians and GPTQ on one GPU. Plain C++ (no CUDA headers): the plugin
-// API table (cuda_plugin_api.h) names it.
+// The CUDA implementation of CalibOps (engine/quant/calib_ops.h): `lathe quantize`'s calibration
+// forward (its CalibTensors in device memory), Hessians and GPTQ on one GPU. Plain C++ (no CUDA
+// headers): the plugin API table (cuda_plugin_api.h) names it. The implementation is
+// cuda_calib_ops.cpp (what runs where, device memory) and cuda_calib_gptq.cpp.
 #pragma once
 
 #include <cstdint>

@@ -26,8 +26,8 @@ struct LoadedModel;
 // ModelRunner, LoadedModel, ...) changes in a way an older plugin would misread.
 // 3: CudaRunnerOptions switches, context; 4: SamplingRow::constraint (masks the runner looks up),
 // CudaRunnerOptions::mask_cache_slots and the mask switches; 5: create_calib_ops (CalibOps,
-// engine/quant/calib_ops.h).
-inline constexpr uint32_t kCudaPluginAbiVersion = 5;
+// engine/quant/calib_ops.h); 6: CalibOps on CalibTensors (activations in the plugin's memory).
+inline constexpr uint32_t kCudaPluginAbiVersion = 6;
 // The exported symbol (extern "C") and the file name the loader looks for.
 inline constexpr const char* kCudaPluginEntryPoint = "lathe_cuda_plugin_api";
 inline constexpr const char* kCudaPluginFileName = "liblathe_cuda.so";

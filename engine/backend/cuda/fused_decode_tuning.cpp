@@ -1,5 +1,5 @@
-// FusedDecodeTuner's timing (fused_decode_tuner.h): the fused kernels of decode_gemv.h timed alone on
-// layer 0's weights (their launch shapes, RoPE and LM-head options), then whole decode steps as
+// FusedDecodeTuner's timing (fused_decode_tuner.h): the fused kernels of decode_gemv.h timed alone
+// on layer 0's weights (their launch shapes, RoPE and LM-head options), then whole decode steps as
 // CUDA graphs for every valid set of fused projections (choose_parts); the fastest set is checked
 // layer by layer against the unfused path (fused_decode_check.cpp) before it serves.
 #include <algorithm>
@@ -159,8 +159,8 @@ Status FusedDecodeTuner::tune(void* x_scratch, void* y_scratch) {
     LATHE_ASSIGN_OR_RETURN(
         const double swiglu_us,
         time_launches_us(
-            [&] { return swiglu(dt, act.gate_up.get(), act.act.get(), m, ffn, stream); }, stream,
-            3, 10));
+            [&] { return swiglu(dt, act.gate_up.get(), act.act.get(), m, ffn, stream); }, stream, 3,
+            10));
     ch.unfused_us = best_linear_us(qkv_dim, h, m) + best_linear_us(h, qd, m) +
                     best_linear_us(2 * ffn, h, m) + best_linear_us(h, ffn, m) + 2 * norm_us +
                     swiglu_us + rope_kernel_us;
