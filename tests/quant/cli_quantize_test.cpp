@@ -197,8 +197,8 @@ class CliQuantizeTest : public QObject {
     QVERIFY2(r.exit_code == 0, qPrintable(r.err));
     QCOMPARE(r.err.count("time so far: ops "), 2);  // two blocks
     for (const char* needle :
-         {"linear ", "mlp ", "attention ", "hessian ", "gptq 0", "gptq ", "awq ",
-          "norms/RoPE/adds/copies ", "blocks ", "held-out checks ", "writer ", "checkpoints "})
+         {"linear ", "mlp ", "attention ", "hessian ", "gptq ", "awq ", "norms/RoPE/adds/copies ",
+          "blocks ", "held-out checks ", "writer ", "checkpoints "})
       QVERIFY2(r.err.contains(needle), qPrintable(needle + QString("\n") + r.err));
     // Block 1's line counts 7 GPTQ runs, block 2's 14.
     QVERIFY2(r.err.contains("/ 7, awq "), qPrintable(r.err));
