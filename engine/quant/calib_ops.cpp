@@ -349,34 +349,6 @@ std::unique_ptr<CalibOps> make_cpu_calib_ops() {
   return std::make_unique<CpuCalibOps>();
 }
 
-Status CalibOps::linear_t(const CalibTensor& x, const CalibTensor& w, CalibTensor& y) {
-  CalibLinear l;
-  LATHE_ASSIGN_OR_RETURN(l.w, calib_download(*this, w));
-  l.n = w.rows();
-  l.k = w.cols();
-  return linear(x, l, y);
-}
-
-Status CalibOps::awq_fake_quantize(const CalibTensor& w, const std::vector<float>& s,
-                                   const IntQuantConfig& quant, CalibTensor& out) {
-  if (out.rows() != w.rows() || out.cols() != w.cols() ||
-      static_cast<int64_t>(s.size()) != w.cols())
-    return invalid_argument("awq_fake_quantize: the output or the scales do not fit the weights");
-  LATHE_ASSIGN_OR_RETURN(const std::vector<float> wh, calib_download(*this, w));
-  LATHE_ASSIGN_OR_RETURN(const std::vector<float> fq,
-                         awq_fake_quantize_scaled(wh.data(), w.rows(), w.cols(), s, quant));
-  return upload(fq.data(), out);
-}
-
-Result<std::vector<float>> CalibOps::awq_clip(const CalibTensor& w, const CalibTensor& xs,
-                                              const AwqConfig& config) {
-  if (xs.cols() != w.cols())
-    return invalid_argument("awq_clip: the input rows do not fit the weights");
-  LATHE_ASSIGN_OR_RETURN(const std::vector<float> wh, calib_download(*this, w));
-  LATHE_ASSIGN_OR_RETURN(const std::vector<float> xh, calib_download(*this, xs));
-  return awq_search_clip(wh.data(), w.rows(), w.cols(), xh.data(), xs.rows(), config);
-}
-
 Result<CalibTensorPtr> calib_upload(CalibOps& ops, const float* host, int64_t rows, int64_t cols) {
   LATHE_ASSIGN_OR_RETURN(CalibTensorPtr t, ops.alloc(rows, cols));
   LATHE_RETURN_IF_ERROR(ops.upload(host, *t));

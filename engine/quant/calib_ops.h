@@ -138,17 +138,15 @@ class CalibOps {
                                   const std::vector<double>& h, const GptqConfig& config) = 0;
 
   // --- AWQ's searches (awq_search.h) on weights held as tensors [n, k] ---------------------
-  // Each has a default here that goes through the host (download, awq_search.h, upload): right on
-  // any implementation; the CUDA one overrides them to stay on the device.
   // y [x.rows(), w.rows()] = x [rows, k] w^T (no bias).
-  virtual Status linear_t(const CalibTensor& x, const CalibTensor& w, CalibTensor& y);
+  virtual Status linear_t(const CalibTensor& x, const CalibTensor& w, CalibTensor& y) = 0;
   // out = awq_fake_quantize_scaled(w, s, quant): Q(W diag(s)) diag(s)^-1, out has w's shape.
   virtual Status awq_fake_quantize(const CalibTensor& w, const std::vector<float>& s,
-                                   const IntQuantConfig& quant, CalibTensor& out);
+                                   const IntQuantConfig& quant, CalibTensor& out) = 0;
   // awq_search_clip(w, xs): the clipping range per (row, group) of w [n, k] on the input rows
   // xs [tokens, k], [n, k / group] row-major.
   virtual Result<std::vector<float>> awq_clip(const CalibTensor& w, const CalibTensor& xs,
-                                              const AwqConfig& config);
+                                              const AwqConfig& config) = 0;
 
   // --- Small reductions (results on the host) ----------------------------------------------
   // Per column j of x's first n rows: the mean of |x[r, j]| (summed in double over the rows in

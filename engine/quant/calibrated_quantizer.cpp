@@ -1,10 +1,11 @@
 #include "engine/quant/calibrated_quantizer.h"
 
-#include <chrono>
-
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <map>
+#include <tuple>
 
 #include "engine/core/strings.h"
 #include "engine/quant/awq_search.h"
@@ -26,6 +27,26 @@ std::vector<int64_t> spread_rows(int64_t rows, int64_t max_rows) {
   for (int64_t i = 0; i < m; ++i) out[static_cast<size_t>(i)] = i * rows / m;
   return out;
 }
+
+// The rows of spread_rows(fit, max_rows) of each input tensor, gathered once per tensor (the
+// linears sharing an input share its sample). A tensor must not change while it is cached.
+class SampledRows {
+ public:
+  SampledRows(CalibOps& ops, int64_t fit, int64_t max_rows)
+      : ops_(&ops), rows_(spread_rows(fit, max_rows)) {}
+  Result<const CalibTensor*> of(const CalibTensor& x) {
+    CalibTensorPtr& t = cache_[&x];
+    if (t == nullptr) {
+      LATHE_ASSIGN_OR_RETURN(t, ops_->gather_rows(x, rows_));
+    }
+    return t.get();
+  }
+
+ private:
+  CalibOps* ops_;
+  std::vector<int64_t> rows_;
+  std::map<const CalibTensor*, CalibTensorPtr> cache_;
+};
 
 std::vector<int64_t> row_range(int64_t r0, int64_t r1) {
   std::vector<int64_t> out;
@@ -253,6 +274,7 @@ Status CalibratedQuantizer::gptq_block(BlockTensors& t, const std::string& prefi
   gc.damp_percent = scheme_.damp_percent;
   double err_sum = 0.0;
   int64_t err_count = 0;
+  SampledRows sampled(*ops_, fit_rows_, 256);
   // Quantizes `l` (named `name`) from the Hessian `h`, then puts the dequantized weights in `l`
   // for the stages after it; `x` is its input, for the output error.
   auto quantize = [&](CalibLinear& l, const char* name, const std::vector<double>& h,
@@ -265,8 +287,9 @@ Status CalibratedQuantizer::gptq_block(BlockTensors& t, const std::string& prefi
     if (g.fell_back_to_rtn) out->notes.push_back(prefix + name + ": " + g.fallback_reason);
     // Output error on a sample of the input rows (both with l's bias, which cancels).
     CalibLinear deq{dequantize_int(g.q), l.bias, l.n, l.k};
-    Result<CalibTensorPtr> xs = ops_->gather_rows(x, spread_rows(fit_rows_, 256));
-    Result<double> e = xs.is_ok() ? output_error(*xs.value(), l, deq) : Result<double>(xs.status());
+    Result<const CalibTensor*> xs = sampled.of(x);
+    if (!xs.is_ok()) return xs.status().with_context(prefix + name);
+    Result<double> e = output_error(*xs.value(), l, deq);
     if (!e.is_ok()) return e.status().with_context(prefix + name);
     err_sum += e.value();
     err_count += xs.value()->rows() * l.n;
@@ -362,8 +385,10 @@ Status CalibratedQuantizer::awq_block(BlockTensors& t, const std::string& prefix
       Result<CalibTensorPtr> r = calib_upload(*ops_, l.w.data(), l.n, kk);
       if (!r.is_ok()) return ctx(r.status());
       w[i] = std::move(r).value();
-      for (CalibTensorPtr* t : {&cand[i], &ref[i], &yc[i]}) {
-        r = t == &cand[i] ? ops_->alloc(l.n, kk) : ops_->alloc(xs.rows(), l.n);
+      const std::tuple<CalibTensorPtr*, int64_t, int64_t> shapes[] = {
+          {&cand[i], l.n, kk}, {&ref[i], xs.rows(), l.n}, {&yc[i], xs.rows(), l.n}};
+      for (const auto& [t, rows, cols] : shapes) {
+        r = ops_->alloc(rows, cols);
         if (!r.is_ok()) return ctx(r.status());
         *t = std::move(r).value();
       }
@@ -410,6 +435,7 @@ Status CalibratedQuantizer::awq_block(BlockTensors& t, const std::string& prefix
   // Clip search (not q and k: AutoAWQ leaves their ranges alone), then round to nearest.
   double err_sum = 0.0;
   int64_t err_count = 0;
+  SampledRows sampled(*ops_, fit_rows_, options_.awq_clip_rows);  // the scaled inputs
   struct Item {
     CalibLinear* l;
     const char* name;
@@ -424,8 +450,7 @@ Status CalibratedQuantizer::awq_block(BlockTensors& t, const std::string& prefix
     LATHE_RETURN_IF_ERROR(check_cancel(cancel));
     auto ctx = [&](Status s) { return s.with_context(prefix + it.name); };
     CalibLinear& l = *it.l;
-    Result<CalibTensorPtr> xs =
-        ops_->gather_rows(*it.x, spread_rows(fit_rows_, options_.awq_clip_rows));
+    Result<const CalibTensor*> xs = sampled.of(*it.x);
     if (!xs.is_ok()) return ctx(xs.status());
     const int64_t ms = xs.value()->rows();
     const CalibLinear before{l.w, {}, l.n, l.k};  // l.w is clipped below

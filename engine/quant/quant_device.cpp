@@ -62,12 +62,14 @@ Result<QuantDeviceChoice> open_quant_device(const QuantDevice& device) {
                                                                  : ErrorCode::kUnsupported,
             "--device " + device.text + ": " + ops.status().message() + "; use --device cpu");
       c.ops = std::move(ops).value();
+      c.gpu = true;
       return c;
     }
     case QuantDeviceKind::kAuto: {
       Result<std::unique_ptr<CalibOps>> ops = open_cuda(0);
       if (ops.is_ok()) {
         c.ops = std::move(ops).value();
+        c.gpu = true;
         c.reason = "--device auto: a usable GPU";
         return c;
       }
@@ -79,10 +81,9 @@ Result<QuantDeviceChoice> open_quant_device(const QuantDevice& device) {
   return internal_error("open_quant_device: unknown device kind");
 }
 
-bool quant_device_falls_back(const std::string& device_flag, const CalibOps& ops,
-                             const Status& error) {
-  return device_flag == "auto" && error.code() == ErrorCode::kResourceExhausted &&
-         ops.name().rfind("cpu", 0) != 0;
+bool quant_device_falls_back(const QuantDevice& device, bool on_gpu, const Status& error) {
+  return device.kind == QuantDeviceKind::kAuto && on_gpu &&
+         error.code() == ErrorCode::kResourceExhausted;
 }
 
 }  // namespace lathe

@@ -36,6 +36,7 @@ struct QuantDeviceChoice {
   // kAuto: "--device auto: a usable GPU" or "--device auto: no usable GPU: <the plugin's
   // reason>"; empty for an explicit choice (taken as asked).
   std::string reason;
+  bool gpu = false;  // ops are a GPU's
 };
 
 // Creates the CalibOps of `device`. kCpu never fails. kCuda: kUnsupported "--device cuda: <the
@@ -43,11 +44,9 @@ struct QuantDeviceChoice {
 // kAuto: the GPU's when device 0 is usable and its CalibOps are made, else the CPU's (never fails).
 Result<QuantDeviceChoice> open_quant_device(const QuantDevice& device);
 
-// Whether a job on `ops` should go on with the CPU's CalibOps after `error`: only for `--device
-// auto` ("auto"), only when ops is not already the CPU's (its name starts with "cpu") and only for
-// kResourceExhausted (the batch's activations do not fit the GPU). An explicit device keeps the
-// error.
-bool quant_device_falls_back(const std::string& device_flag, const CalibOps& ops,
-                             const Status& error);
+// Whether a job should go on with the CPU's CalibOps after `error`: only for `--device auto`, only
+// when its ops are a GPU's (QuantDeviceChoice::gpu) and only for kResourceExhausted (the batch's
+// activations do not fit the GPU). An explicit device keeps the error.
+bool quant_device_falls_back(const QuantDevice& device, bool on_gpu, const Status& error);
 
 }  // namespace lathe

@@ -66,6 +66,8 @@ Result<std::unique_ptr<QuantizeJob>> QuantizeJob::prepare(const QuantizeRequest&
   if (early.needs_calibration()) {  // an explicit GPU that is not usable fails here, before work
     LATHE_ASSIGN_OR_RETURN(QuantDeviceChoice choice, open_quant_device(device));
     job->ops_ = std::move(choice.ops);
+    job->device_ = device;
+    job->ops_on_gpu_ = choice.gpu;
     if (r.profile) {
       job->ops_ = make_timed_calib_ops(std::move(job->ops_), &job->timing_);
       job->quantizer_options_.timing = &job->timing_;
@@ -161,11 +163,12 @@ Result<QuantizeResult> QuantizeJob::run(const QuantizeProgressFn& progress,
   if (scheme_.needs_calibration()) {
     Result<CalibratedQuantizer> cq =
         CalibratedQuantizer::create(source_, scheme_, calibration_, *ops_, quantizer_options_);
-    if (!cq.is_ok() && quant_device_falls_back(request_.device, *ops_, cq.status())) {
+    if (!cq.is_ok() && quant_device_falls_back(device_, ops_on_gpu_, cq.status())) {
       // --device auto: the GPU cannot hold the batch's activations; the CPU can (host memory).
       result.notes.push_back("--device auto: " + cq.status().message() +
                              "; calibrating on the CPU instead");
       ops_ = make_cpu_calib_ops();
+      ops_on_gpu_ = false;
       if (request_.profile) ops_ = make_timed_calib_ops(std::move(ops_), &timing_);
       cq = CalibratedQuantizer::create(source_, scheme_, calibration_, *ops_, quantizer_options_);
     }

@@ -44,6 +44,7 @@
 #include "engine/quant/calib_ops.h"
 #include "engine/quant/calibrated_quantizer.h"
 #include "engine/quant/calibration.h"
+#include "engine/quant/quant_device.h"
 #include "engine/quant/quant_output.h"
 #include "engine/quant/quant_scheme.h"
 #include "engine/quant/quant_source.h"
@@ -153,6 +154,8 @@ class QuantizeJob {
   nlohmann::ordered_json job_identity_;  // gptq, awq
   int64_t checkpointed_layers_ = 0;
   std::unique_ptr<CalibOps> ops_;  // gptq, awq: the device's arithmetic
+  QuantDevice device_;             // as parsed from request_.device
+  bool ops_on_gpu_ = false;        // ops_ are a GPU's
   QuantTiming timing_;             // request_.profile: ops_ is timed into it
   std::string device_choice_;
 };

@@ -39,10 +39,7 @@ class CountingOps final : public CalibOps {
   std::string fail_op;
   int fail_at = 0;
 
-  std::string name_as;  // when set, name() returns it (a GPU's name, say)
-  std::string name() const override {
-    return name_as.empty() ? "counting " + cpu_->name() : name_as;
-  }
+  std::string name() const override { return "counting " + cpu_->name(); }
   Result<CalibTensorPtr> alloc(int64_t rows, int64_t cols) override {
     LATHE_RETURN_IF_ERROR(count("alloc"));
     return cpu_->alloc(rows, cols);
@@ -285,17 +282,21 @@ class QuantDeviceTest : public QObject {
 
   // --device auto goes on on the CPU when a GPU cannot hold the activations; nothing else does.
   void auto_falls_back_only_when_the_gpu_is_too_small() {
-    CountingOps cpu;
-    cpu.name_as = "cpu (16 threads)";
+    auto device = [](const char* text) { return parse_quant_device(text).value(); };
     const Status oom(ErrorCode::kResourceExhausted,
                      "cuda:0: the tensor [65536, 14336] does not fit");
-    QVERIFY(!quant_device_falls_back("auto", cpu, oom));  // already the CPU
-    CountingOps cuda;
-    cuda.name_as = "cuda:0 NVIDIA H200";  // stands for a GPU's
-    QVERIFY(quant_device_falls_back("auto", cuda, oom));
-    QVERIFY(!quant_device_falls_back("cuda", cuda, oom));  // an explicit GPU keeps the error
-    QVERIFY(!quant_device_falls_back("cuda:0", cuda, oom));
-    QVERIFY(!quant_device_falls_back("auto", cuda, Status(ErrorCode::kInternal, "cuBLAS")));
+    QVERIFY(!quant_device_falls_back(device("auto"), false, oom));  // already the CPU
+    QVERIFY(quant_device_falls_back(device("auto"), true, oom));
+    QVERIFY(!quant_device_falls_back(device("cuda"), true, oom));  // an explicit GPU keeps it
+    QVERIFY(!quant_device_falls_back(device("cuda:0"), true, oom));
+    QVERIFY(!quant_device_falls_back(device("auto"), true, Status(ErrorCode::kInternal, "cuBLAS")));
+    // The choice says whether its ops are a GPU's: the CPU's never are.
+    Result<QuantDeviceChoice> cpu = open_quant_device(device("cpu"));
+    LATHE_QVERIFY_RESULT(cpu);
+    QVERIFY(!cpu.value().gpu);
+    Result<QuantDeviceChoice> fallback = open_quant_device(device("auto"));  // no plugin here
+    LATHE_QVERIFY_RESULT(fallback);
+    QVERIFY(!fallback.value().gpu);
   }
 
   void an_error_of_the_ops_is_the_error_of_the_block_data() {
