@@ -266,6 +266,11 @@ if [[ " $SKIP " != *" sanitizer "* ]] && command -v compute-sanitizer > /dev/nul
         "kquant_kernel_matches_cpu:q5_1 n=45 k=576 random bytes" > "$OUT/memcheck-gguf-quant.txt" 2>&1
       rc3=$(( rc3 | $? ))
     fi
+    if [ -x "$BIN/test_cuda_tile_pairs" ] && [ "$(left)" -gt 30 ]; then  # the tile and streaming kernels
+      timeout $(( $(left) > 30 ? $(left) - 10 : 20 )) compute-sanitizer --tool memcheck --error-exitcode 9 \
+        "$BIN/test_cuda_tile_pairs" tile_pairs_match_unfused norm_input_and_residual_add_match_unfused > "$OUT/memcheck-tile-pairs.txt" 2>&1
+      rc3=$(( rc3 | $? ))
+    fi
     if [ -x "$BIN/test_cuda_kquant_parts" ] && [ "$(left)" -gt 30 ]; then
       timeout $(( $(left) > 30 ? $(left) - 10 : 20 )) compute-sanitizer --tool memcheck --error-exitcode 9 \
         "$BIN/test_cuda_kquant_parts" fused_outputs_match_unfused norm_input_matches_unfused > "$OUT/memcheck-kquant-parts.txt" 2>&1

@@ -30,6 +30,9 @@ const char* const kNames[] = {"LATHE_CUDA_ATTENTION",
                               "LATHE_CUDA_INT4_GEMM_MAX_M",
                               "LATHE_CUDA_INT4_TILE_PAIRS",
                               "LATHE_CUDA_INT4_NORM_MAX_M",
+                              "LATHE_CUDA_INT4_STREAM_MAX_M",
+                              "LATHE_CUDA_INT4_STREAM_STAGES",
+                              "LATHE_CUDA_INT4_STREAM_BLOCKS",
                               "LATHE_CUDA_FP8_GEMM",
                               "LATHE_CUDA_FP8_GEMM_MIN_M",
                               "LATHE_CUDA_KQUANT_NORM",
@@ -81,6 +84,9 @@ class CudaSwitchesTest : public QObject {
     qputenv("LATHE_CUDA_INT4_GEMM_MAX_M", "2048");
     qputenv("LATHE_CUDA_INT4_TILE_PAIRS", "0");
     qputenv("LATHE_CUDA_INT4_NORM_MAX_M", "8");
+    qputenv("LATHE_CUDA_INT4_STREAM_MAX_M", "0");
+    qputenv("LATHE_CUDA_INT4_STREAM_STAGES", "6");
+    qputenv("LATHE_CUDA_INT4_STREAM_BLOCKS", "3");
     qputenv("LATHE_CUDA_FP8_GEMM", "0");
     qputenv("LATHE_CUDA_FP8_GEMM_MIN_M", "64");
     qputenv("LATHE_CUDA_KQUANT_NORM", "1");
@@ -99,13 +105,16 @@ class CudaSwitchesTest : public QObject {
     QCOMPARE(s.int4_gemm_max_m, 2048);
     QVERIFY(!s.int4_tile_pairs && !s.fp8_gemm);
     QCOMPARE(s.int4_norm_max_m, 8);
+    QCOMPARE(s.int4_stream_max_m, 0);
+    QCOMPARE(s.int4_stream_stages, 6);
+    QCOMPARE(s.int4_stream_blocks, 3);
     QCOMPARE(s.fp8_gemm_min_m, 64);
     QVERIFY(s.kquant_norm);
     QVERIFY(!s.mask_lookup_late && !s.mask_cache && !s.sampler_masks);
     for (const char* d :
          {"kquant_norm=1", "gguf_repack=0", "int4_tile_pairs=0", "int4_norm_max_m=8", "fp8_gemm=0",
           "int4_tiles_max_m=32", "int4_gemm_max_m=2048", "mask_lookup_late=0", "mask_cache=0",
-          "sampler_masks=0"})
+          "sampler_masks=0", "int4_stream_max_m=0", "int4_stream_stages=6", "int4_stream_blocks=3"})
       QVERIFY2(s.describe().find(d) != std::string::npos, s.describe().c_str());
     QCOMPARE(s.decode_split_tokens, 64);
     QCOMPARE(s.decode_split_blocks_per_sm, 2);
@@ -147,6 +156,16 @@ class CudaSwitchesTest : public QObject {
     QCOMPARE(cuda_switches_from_environment(&warnings).int4_norm_max_m, 1);
     QCOMPARE(static_cast<int>(warnings.size()), 1);
     QVERIFY2(warnings[0].find("0 to 8 rows") != std::string::npos, warnings[0].c_str());
+    clear_env();
+    qputenv("LATHE_CUDA_INT4_STREAM_STAGES", "0");
+    qputenv("LATHE_CUDA_INT4_STREAM_BLOCKS", "5");
+    warnings.clear();
+    const CudaSwitches st = cuda_switches_from_environment(&warnings);
+    QCOMPARE(st.int4_stream_stages, 4);
+    QCOMPARE(st.int4_stream_blocks, 2);
+    QCOMPARE(static_cast<int>(warnings.size()), 2);
+    QVERIFY2(warnings[0].find("1 to 8 stages") != std::string::npos, warnings[0].c_str());
+    QVERIFY2(warnings[1].find("1 to 4 blocks") != std::string::npos, warnings[1].c_str());
     clear_env();
     qputenv("LATHE_CUDA_INT4_GEMM_MAX_M", "4");
     warnings.clear();

@@ -9,6 +9,7 @@
 
 #include "cuda_test_util.h"
 #include "engine/backend/cuda/add_rms_norm.h"
+#include "engine/backend/cuda/cuda_common.h"
 #include "engine/backend/cuda/gemm.h"
 #include "engine/backend/cuda/linear.h"
 #include "engine/backend/cuda/qkv_rope_kv.h"
@@ -180,6 +181,14 @@ class CudaTilePairsTest : public QObject {
     QVERIFY(refused(
         cuda::plan_tile_pairs({shape(64, 256, 0)}, 64, cuda::GemvOutput::kResidualAdd, nullptr),
         "no such epilogue"));
+    // One part's adjacent pairs (the streaming kernel's stores and residual adds): whole pairs
+    // only.
+    cuda::TilePlan plan;
+    QVERIFY(!cuda::adjacent_tile_plan(shape(48, 256, 0), &plan));
+    QVERIFY(cuda::adjacent_tile_plan(shape(4096, 14336, 0), &plan));
+    QCOMPARE(plan.nparts, 1);
+    QVERIFY(plan.pairing[0] == cuda::TilePairing::kAdjacent);
+    QCOMPARE(plan.tasks(), 128);
   }
 
   // Stores of several parts (f32 and the activation type), SwiGLU over a gate and an up part and
@@ -327,6 +336,81 @@ class CudaTilePairsTest : public QObject {
       QVERIFY(disp.takes_norm_input(gu2, 2, cuda::GemvOutput::kSwiglu));
       QVERIFY(!disp.takes_norm_input(gu2, 3, cuda::GemvOutput::kSwiglu));
       QVERIFY(!disp.takes_epilogue(dn, 9, cuda::GemvOutput::kResidualAdd));
+    }
+    LATHE_CUDA_CHECK(cudaStreamDestroy(st));
+  }
+
+  // The streaming kernel (quant_gemv_stream.cu) against the tile kernel it replaces, bit for bit:
+  // a persistent grid with several tasks per block, rings that wrap inside a task (k 14336: 14
+  // stages per task) and across tasks, warps with no chunks (k 576), 1 to 8 stages, 1 to 4 blocks
+  // per multiprocessor, f16 and f32 scales, with and without zero points; stored in f32 and bf16,
+  // and added to a residual.
+  void stream_kernel_matches_tile_kernel() {
+    LATHE_REQUIRE_GPU();
+    if (cuda::current_device_limits().major < 9) QSKIP("the streaming kernel needs sm_90 or later");
+    cudaStream_t st = nullptr;
+    LATHE_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    struct Shape {
+      int64_t n, k;
+      int group;
+      bool zeros, f32_scales;
+    };
+    const Shape shapes[] = {{9600, 4096, 128, true, false},
+                            {512, 14336, 128, false, false},
+                            {1024, 1024, 64, true, true},
+                            {96, 576, 64, false, false}};
+    const DType t = DType::kBF16;
+    uint32_t seed = 20;
+    for (const Shape& sh : shapes) {
+      TiledPart tp = random_tiled(sh.n, sh.k, sh.group, sh.zeros, ++seed);
+      Dev f32_scales;
+      if (sh.f32_scales) {
+        const std::vector<uint16_t> h = tp.buffers[1].download<uint16_t>(sh.n * (sh.k / sh.group));
+        std::vector<float> f(h.size());
+        for (size_t i = 0; i < h.size(); ++i) f[i] = f16_to_f32(h[i]);
+        f32_scales = Dev::from(f);
+        tp.part.scales = f32_scales.get();
+        tp.part.scale_dtype = DType::kF32;
+      }
+      cuda::QuantPart tiles = tp.part;
+      tiles.int4_stream_max_m = 0;  // the tile kernel: the reference
+      for (int64_t m : {int64_t{1}, int64_t{3}, int64_t{8}}) {
+        Dev d_x = Dev::from(encode16(t, random_floats(m * sh.k, ++seed)));
+        const std::vector<float> r0 = random_floats(static_cast<size_t>(m * sh.n), ++seed);
+        Dev y_ref = Dev::poisoned(m * sh.n * 4), r_ref = Dev::from(r0);
+        LATHE_QVERIFY_OK(
+            cuda::quant_gemv(tiles, t, d_x.get(), DType::kF32, y_ref.get(), sh.n, m, st));
+        LATHE_QVERIFY_OK(
+            cuda::quant_gemv_residual_add(tiles, t, d_x.get(), r_ref.as<float>(), sh.n, m, st));
+        Dev yb_ref = Dev::poisoned(m * sh.n * 2);
+        LATHE_QVERIFY_OK(cuda::quant_gemv(tiles, t, d_x.get(), t, yb_ref.get(), sh.n, m, st));
+        LATHE_CUDA_CHECK(cudaStreamSynchronize(st));
+        const std::vector<uint8_t> want = y_ref.download<uint8_t>(m * sh.n * 4),
+                                   want_b = yb_ref.download<uint8_t>(m * sh.n * 2),
+                                   want_r = r_ref.download<uint8_t>(m * sh.n * 4);
+        for (auto [stages, blocks] :
+             {std::pair{4, 1}, std::pair{1, 1}, std::pair{3, 2}, std::pair{8, 4}}) {
+          cuda::QuantPart p = tp.part;
+          p.int4_stream_max_m = 8;  // every batch the kernel takes (the default stops at 2)
+          p.int4_stream_stages = stages;
+          p.int4_stream_blocks = blocks;
+          const QString what = QString("n=%1 k=%2 m=%3 stages=%4 blocks=%5")
+                                   .arg(sh.n)
+                                   .arg(sh.k)
+                                   .arg(m)
+                                   .arg(stages)
+                                   .arg(blocks);
+          Dev y = Dev::poisoned(m * sh.n * 4), yb = Dev::poisoned(m * sh.n * 2), r = Dev::from(r0);
+          LATHE_QVERIFY_OK(cuda::quant_gemv(p, t, d_x.get(), DType::kF32, y.get(), sh.n, m, st));
+          LATHE_QVERIFY_OK(cuda::quant_gemv(p, t, d_x.get(), t, yb.get(), sh.n, m, st));
+          LATHE_QVERIFY_OK(
+              cuda::quant_gemv_residual_add(p, t, d_x.get(), r.as<float>(), sh.n, m, st));
+          LATHE_CUDA_CHECK(cudaStreamSynchronize(st));
+          QVERIFY2(y.download<uint8_t>(m * sh.n * 4) == want, qPrintable(what + " f32 store"));
+          QVERIFY2(yb.download<uint8_t>(m * sh.n * 2) == want_b, qPrintable(what + " bf16 store"));
+          QVERIFY2(r.download<uint8_t>(m * sh.n * 4) == want_r, qPrintable(what + " residual add"));
+        }
+      }
     }
     LATHE_CUDA_CHECK(cudaStreamDestroy(st));
   }

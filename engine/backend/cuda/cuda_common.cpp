@@ -1,7 +1,9 @@
 #include "engine/backend/cuda/cuda_common.h"
 
+#include <array>
 #include <atomic>
 #include <cstdlib>
+#include <mutex>
 
 #include "engine/core/strings.h"
 
@@ -69,6 +71,37 @@ Result<DeviceProps> device_props(int ordinal) {
   p.l2_bytes = prop.l2CacheSize;
   p.max_smem_optin = static_cast<int>(prop.sharedMemPerBlockOptin);
   return p;
+}
+
+DeviceLimits current_device_limits() {
+  struct Cached {
+    std::atomic<bool> ready{false};
+    DeviceLimits limits;
+  };
+  static std::array<Cached, 64> cache;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+    cudaGetLastError();
+    return DeviceLimits{};
+  }
+  Cached& c = cache[static_cast<size_t>(dev)];
+  if (c.ready.load(std::memory_order_acquire)) return c.limits;
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  if (c.ready.load(std::memory_order_relaxed)) return c.limits;
+  int sms = 0, major = 0, smem = 0;
+  if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) != cudaSuccess ||
+      sms <= 0) {
+    cudaGetLastError();
+    return DeviceLimits{};
+  }
+  c.limits.sm_count = sms;
+  c.limits.major = major;
+  c.limits.smem_optin = smem;
+  c.ready.store(true, std::memory_order_release);
+  return c.limits;
 }
 
 template <BufferKind Kind>

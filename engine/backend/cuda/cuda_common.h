@@ -54,6 +54,16 @@ struct DeviceProps {
 };
 Result<DeviceProps> device_props(int ordinal);
 
+// The current device's multiprocessors, compute capability major and opt-in shared memory per
+// block, asked once per device (kernel launch plans read them on every call). When the device
+// cannot be asked: 132 multiprocessors, major 0 and 48 KB, so that no Hopper-only kernel is chosen.
+struct DeviceLimits {
+  int sm_count = 132;
+  int major = 0;
+  int smem_optin = 48 * 1024;
+};
+DeviceLimits current_device_limits();
+
 // Where a CudaBuffer's bytes live: device memory (cudaMalloc) or page-locked host memory
 // (cudaHostAlloc, the source of asynchronous host-to-device copies).
 enum class BufferKind { kDevice, kPinnedHost };

@@ -137,6 +137,9 @@ Status CudaModel::init(const LoadedModel& model) {
         q.int4_gemm_max_m = sw.int4_gemm_max_m;
         q.int4_tile_pairs = sw.int4_tile_pairs;
         q.int4_norm_max_m = sw.int4_norm_max_m;
+        q.int4_stream_max_m = sw.int4_stream_max_m;
+        q.int4_stream_stages = sw.int4_stream_stages;
+        q.int4_stream_blocks = sw.int4_stream_blocks;
         q.kquant_norm = sw.kquant_norm;
       }
   if (!sw.quant_rows) {

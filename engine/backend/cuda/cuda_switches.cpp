@@ -54,6 +54,12 @@ std::string CudaSwitches::describe() const {
   add(int4_gemm_max_m != d.int4_gemm_max_m, "int4_gemm_max_m=" + std::to_string(int4_gemm_max_m));
   add(int4_tile_pairs != d.int4_tile_pairs, "int4_tile_pairs=0");
   add(int4_norm_max_m != d.int4_norm_max_m, "int4_norm_max_m=" + std::to_string(int4_norm_max_m));
+  add(int4_stream_max_m != d.int4_stream_max_m,
+      "int4_stream_max_m=" + std::to_string(int4_stream_max_m));
+  add(int4_stream_stages != d.int4_stream_stages,
+      "int4_stream_stages=" + std::to_string(int4_stream_stages));
+  add(int4_stream_blocks != d.int4_stream_blocks,
+      "int4_stream_blocks=" + std::to_string(int4_stream_blocks));
   add(kquant_norm != d.kquant_norm, "kquant_norm=1");
   add(fp8_gemm != d.fp8_gemm, "fp8_gemm=0");
   add(fp8_gemm_min_m != d.fp8_gemm_min_m, "fp8_gemm_min_m=" + std::to_string(fp8_gemm_min_m));
@@ -71,6 +77,10 @@ CudaSwitches cuda_switches_from_environment(std::vector<std::string>* warnings) 
     return v != nullptr && *v != '\0' ? v : nullptr;
   };
   auto is = [](const char* v, const char* what) { return std::string_view(v) == what; };
+  // An integer switch in [lo, hi]; out of range: ignored with a warning.
+  auto int_switch = [&](const char* name, int lo, int hi, const char* range, int32_t* out) {
+    if (const char* v = env(name)) parse_int(name, v, lo, hi, range, out, warnings);
+  };
   if (const char* v = env("LATHE_CUDA_ATTENTION")) s.own_prefill_attention = is(v, "own");
   if (const char* v = env("LATHE_CUDA_DECODE_ATTENTION")) s.decode_attention = !is(v, "split");
   if (const char* v = env("LATHE_CUDA_DECODE_SPLIT_TOKENS")) {
@@ -114,19 +124,16 @@ CudaSwitches cuda_switches_from_environment(std::vector<std::string>* warnings) 
   if (const char* v = env("LATHE_CUDA_INT4_TILES")) s.int4_tiles = !is(v, "0");
   if (const char* v = env("LATHE_CUDA_GGUF_REPACK")) s.gguf_repack = !is(v, "0");
   if (const char* v = env("LATHE_CUDA_INT4_TILE_PAIRS")) s.int4_tile_pairs = !is(v, "0");
-  if (const char* v = env("LATHE_CUDA_INT4_NORM_MAX_M"))
-    parse_int("LATHE_CUDA_INT4_NORM_MAX_M", v, 0, 8, "0 to 8 rows", &s.int4_norm_max_m, warnings);
+  int_switch("LATHE_CUDA_INT4_NORM_MAX_M", 0, 8, "0 to 8 rows", &s.int4_norm_max_m);
+  int_switch("LATHE_CUDA_INT4_STREAM_MAX_M", 0, 8, "0 to 8 rows", &s.int4_stream_max_m);
+  int_switch("LATHE_CUDA_INT4_STREAM_STAGES", 1, 8, "1 to 8 stages", &s.int4_stream_stages);
+  int_switch("LATHE_CUDA_INT4_STREAM_BLOCKS", 1, 4, "1 to 4 blocks per multiprocessor",
+             &s.int4_stream_blocks);
   if (const char* v = env("LATHE_CUDA_KQUANT_NORM")) s.kquant_norm = is(v, "1");
   if (const char* v = env("LATHE_CUDA_FP8_GEMM")) s.fp8_gemm = !is(v, "0");
-  if (const char* v = env("LATHE_CUDA_FP8_GEMM_MIN_M"))
-    parse_int("LATHE_CUDA_FP8_GEMM_MIN_M", v, 1, 4096, "1 to 4096 rows", &s.fp8_gemm_min_m,
-              warnings);
-  if (const char* v = env("LATHE_CUDA_INT4_TILES_MAX_M"))
-    parse_int("LATHE_CUDA_INT4_TILES_MAX_M", v, 8, 4096, "8 to 4096 rows", &s.int4_tiles_max_m,
-              warnings);
-  if (const char* v = env("LATHE_CUDA_INT4_GEMM_MAX_M"))
-    parse_int("LATHE_CUDA_INT4_GEMM_MAX_M", v, 8, 65536, "8 to 65536 rows", &s.int4_gemm_max_m,
-              warnings);
+  int_switch("LATHE_CUDA_FP8_GEMM_MIN_M", 1, 4096, "1 to 4096 rows", &s.fp8_gemm_min_m);
+  int_switch("LATHE_CUDA_INT4_TILES_MAX_M", 8, 4096, "8 to 4096 rows", &s.int4_tiles_max_m);
+  int_switch("LATHE_CUDA_INT4_GEMM_MAX_M", 8, 65536, "8 to 65536 rows", &s.int4_gemm_max_m);
   if (const char* v = env("LATHE_CUDA_MASK_LOOKUP_LATE")) s.mask_lookup_late = !is(v, "0");
   if (const char* v = env("LATHE_CUDA_MASK_CACHE")) s.mask_cache = !is(v, "0");
   if (const char* v = env("LATHE_CUDA_SAMPLER_MASKS")) s.sampler_masks = !is(v, "0");

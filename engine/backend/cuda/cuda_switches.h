@@ -60,6 +60,16 @@ struct CudaSwitches {
   // grows with the batch). Batch 1 only by default: run 45 measured +1.2% there (298-299 vs 295,
   // alternated twice), run 41 losses from 2 (574 vs 617 tok/s at batch 2; 1347 vs 2199 at 8).
   int32_t int4_norm_max_m = 1;
+  // The streaming W4A16 decode kernel (quant_gemv_stream.cu: a persistent grid, each warp's codes
+  // copied ahead by the bulk-copy engine into a ring of stages in shared memory), Hopper only:
+  // LATHE_CUDA_INT4_STREAM_MAX_M (0 to 8): the largest batch it takes (0: never; the tile kernel
+  // takes the rest up to 8); LATHE_CUDA_INT4_STREAM_STAGES (1 to 8): stages of each warp's ring;
+  // LATHE_CUDA_INT4_STREAM_BLOCKS (1 to 4): blocks per multiprocessor. Runs 71-75 (8B, against the
+  // tile kernel's 298 / 570 / 1086 / 2064 tok/s at batch 1 / 2 / 4 / 8): 2 blocks 328 / 615 / 1028
+  // / 1929, 1 block 248 / 512 / 1087 / 2001; 70B batch 1: 46.2 (2 blocks) against 41.1.
+  int32_t int4_stream_max_m = 2;
+  int32_t int4_stream_stages = 4;
+  int32_t int4_stream_blocks = 2;
   // LATHE_CUDA_KQUANT_NORM=1: k-quant QKV and gate|up launches at batch 1 normalize the residual
   // row themselves instead of reading the RMSNorm kernel's output. Off by default: run 59 measured
   // it slower (Q4_K_M 333 vs 338 tok/s, Q5_K_M 256 vs 286: the prologue adds to a register-bound

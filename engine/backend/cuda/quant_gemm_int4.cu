@@ -1,7 +1,5 @@
 // quant_gemm_int4 (quant_linear.h): the launch plan of quant_gemm_tiles.cuh's kernel.
 #include <algorithm>
-#include <array>
-#include <atomic>
 
 #include "engine/backend/cuda/cuda_common.h"
 #include "engine/backend/cuda/quant_gemm_tiles.cuh"
@@ -9,20 +7,6 @@
 
 namespace lathe::cuda {
 namespace {
-
-// Multiprocessors of the current device, asked once per device.
-int current_sm_count() {
-  static std::array<std::atomic<int>, 64> cache{};
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
-  int v = cache[static_cast<size_t>(dev)].load(std::memory_order_relaxed);
-  if (v == 0) {
-    if (cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || v <= 0)
-      v = 132;
-    cache[static_cast<size_t>(dev)].store(v, std::memory_order_relaxed);
-  }
-  return v;
-}
 
 template <typename T, int NB>
 cudaError_t launch(const quant::GemmTilesLaunch& L, const T* x, cudaStream_t stream) {
@@ -77,8 +61,8 @@ Status quant_gemm_int4(const QuantPart& p, DType act, const void* x, DType out_d
     return unsupported(strformat(
         "quant_gemm_int4: a 4-bit part in the tile layout at batches of 1 to %d, got %lld",
         p.int4_gemm_max_m, static_cast<long long>(m)));
-  const GemmInt4Plan plan =
-      plan_gemm_int4(p, m, workspace != nullptr ? workspace_bytes : 0, current_sm_count());
+  const GemmInt4Plan plan = plan_gemm_int4(p, m, workspace != nullptr ? workspace_bytes : 0,
+                                           current_device_limits().sm_count);
   quant::GemmTilesLaunch L;
   L.p = p;
   L.y = y;

@@ -107,10 +107,10 @@ size_t tile_norm_bytes(int64_t m, int64_t k) {
 
 // The NORM variant's prologue: x[r, :] = (h * inv_rms) * weight rounded to T for r < m, with h the
 // residual row and the sum of squares in double in a fixed order (add_rms_norm's formula), into
-// shared memory. `scratch`: [W][8] doubles. k % 4 == 0.
+// shared memory at row stride ldx. `scratch`: [W][8] doubles. k % 4 == 0, ldx % 4 == 0.
 template <typename T, int W>
 __device__ __forceinline__ void tile_norm_x(const TileNormInput& n, int m, int64_t k, T* xs,
-                                            double (*scratch)[8], float* inv_rms) {
+                                            int64_t ldx, double (*scratch)[8], float* inv_rms) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t groups = k / 4;
   for (int r = 0; r < m; ++r) {
@@ -135,8 +135,8 @@ __device__ __forceinline__ void tile_norm_x(const TileNormInput& n, int m, int64
     for (int r = 0; r < m; ++r) {
       const float4 h = reinterpret_cast<const float4*>(n.residual + r * k)[g];
       const float inv = inv_rms[r];
-      store4(xs + r * k + 4 * g, make_float4((h.x * inv) * w.x, (h.y * inv) * w.y,
-                                             (h.z * inv) * w.z, (h.w * inv) * w.w));
+      store4(xs + r * ldx + 4 * g, make_float4((h.x * inv) * w.x, (h.y * inv) * w.y,
+                                               (h.z * inv) * w.z, (h.w * inv) * w.w));
     }
   }
 }
@@ -316,7 +316,7 @@ __global__ void __launch_bounds__(W * 32)
     __shared__ float inv_rms[8];
     T* xs = reinterpret_cast<T*>(reinterpret_cast<uint8_t*>(groups_smem) +
                                  P * groups * kInt4TileRows * sizeof(TileGroupRow));
-    tile_norm_x<T, W>(L.norm, m, k, xs, norm_scratch, inv_rms);
+    tile_norm_x<T, W>(L.norm, m, k, xs, k, norm_scratch, inv_rms);
     __syncthreads();
     x = xs;
   }

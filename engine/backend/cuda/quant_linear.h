@@ -93,6 +93,11 @@ struct QuantPart {
   // The largest batch at which the tile-pairs kernel takes the RMSNorm input
   // (LATHE_CUDA_INT4_NORM_MAX_M; each block normalizes every activation row; 0: never).
   int32_t int4_norm_max_m = 1;
+  // The streaming kernel (quant_gemv_stream.cuh) for tiled parts up to this batch (0: never), its
+  // ring's stages per warp and its blocks per multiprocessor (CudaSwitches::int4_stream_*).
+  int32_t int4_stream_max_m = 2;
+  int32_t int4_stream_stages = 4;
+  int32_t int4_stream_blocks = 2;
   // Bytes of this part on the device (data and its scales, zero points, g_idx).
   int64_t bytes() const;
 };

@@ -1,17 +1,42 @@
 // The quantized linear kernels for integer codes, FP8 and dense rows (quant_linear.h).
 #include "engine/backend/cuda/quant_dispatch.h"
 #include "engine/backend/cuda/quant_gemv_rows.cuh"
+#include "engine/backend/cuda/quant_gemv_stream.cuh"
 #include "engine/backend/cuda/quant_gemv_tiles.cuh"
 #include "engine/backend/cuda/quant_kernels.cuh"
 
 namespace lathe::cuda::quant {
+namespace {
+
+// One tiled part's product at batch m <= 8 on the streaming kernel, two adjacent tiles per task
+// (stored at y[mi * ldy + row_offset + r], or with kResidualAdd added to the f32 residual y);
+// false when that kernel does not take it (the caller runs the tile kernel).
+bool try_stream_one_part(const QuantPart& p, DType act, const void* x, DType out_dtype, void* y,
+                         int64_t ldy, int64_t m, GemvOutput output, cudaStream_t stream,
+                         cudaError_t* err) {
+  TileLaunch L;
+  if (m > 8 || !stream_kernel_takes(&p, 1, m) || !adjacent_tile_plan(p, &L.plan)) return false;
+  L.parts[0] = p;
+  L.output = output;
+  L.out.y = y;
+  L.ldy = ldy;
+  L.out_f32 = out_dtype == DType::kF32;
+  *err = launch_gemv_stream(L, act, x, m, stream);
+  return true;
+}
+
+}  // namespace
 
 cudaError_t gemv_other(int kind, const QuantPart& p, DType act, const void* x, DType out_dtype,
                        void* y, int64_t ldy, int64_t m, cudaStream_t stream) {
   switch (kind) {
     case kInt4:
-      if (!p.one_row_gemv && tiles_kernel_takes(p))
+      if (!p.one_row_gemv && tiles_kernel_takes(p)) {
+        cudaError_t err = cudaSuccess;
+        if (try_stream_one_part(p, act, x, out_dtype, y, ldy, m, GemvOutput::kStore, stream, &err))
+          return err;
         return launch_gemv_tiles(p, act, x, out_dtype, y, ldy, m, stream);
+      }
       if (kquant_takes(kind, p)) return gemv_kquant(kind, p, act, x, out_dtype, y, ldy, m, stream);
       if (!p.one_row_gemv && rows_kernel_takes<kInt4>(p))
         return launch_gemv_rows<kInt4>(p, act, x, out_dtype, y, ldy, m, stream);
@@ -38,6 +63,10 @@ bool tile_pairs_fit(const QuantPart& p, int64_t m, bool norm) {
 
 cudaError_t gemv_residual_add(const QuantPart& p, DType act, const void* x, float* residual,
                               int64_t ldr, int64_t m, cudaStream_t stream) {
+  cudaError_t err = cudaSuccess;
+  if (try_stream_one_part(p, act, x, DType::kF32, residual, ldr, m, GemvOutput::kResidualAdd,
+                          stream, &err))
+    return err;
   return launch_gemv_tiles(p, act, x, DType::kF32, residual, ldr, m, stream,
                            GemvOutput::kResidualAdd);
 }
@@ -54,6 +83,7 @@ cudaError_t gemv_tile_pairs(const QuantPart* parts, const TilePlan& plan, DType 
   L.out = pair_out(output, y, n, rope);
   L.ldy = n;
   L.out_f32 = out_dtype == DType::kF32;
+  if (stream_kernel_takes(parts, plan.nparts, m)) return launch_gemv_stream(L, act, x, m, stream);
   return launch_gemv_tile_pairs(L, act, x, m, stream);
 }
 

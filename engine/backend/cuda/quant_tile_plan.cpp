@@ -13,6 +13,16 @@ TilePlan single_tile_plan(const QuantPart& p) {
   return plan;
 }
 
+bool adjacent_tile_plan(const QuantPart& p, TilePlan* plan) {
+  const int64_t tiles = p.n / kInt4TileRows;
+  if (p.n % kInt4TileRows != 0 || tiles % 2 != 0) return false;
+  *plan = TilePlan{};
+  plan->nparts = 1;
+  plan->pairing[0] = TilePairing::kAdjacent;
+  plan->first_task[1] = static_cast<int32_t>(tiles / 2);
+  return true;
+}
+
 Result<TilePlan> plan_tile_pairs(const std::vector<QuantPart>& parts, int64_t n_total,
                                  GemvOutput output, const GemvRopeKv* rope) {
   auto no = [](const std::string& why) { return unsupported("tile pairs: " + why); };

@@ -43,6 +43,10 @@ struct TilePlan {
 // The one-part plan of the one-tile-per-block kernel.
 TilePlan single_tile_plan(const QuantPart& p);
 
+// One part, two adjacent tiles per task (kAdjacent), for its stored or residual-added product on
+// the streaming kernel; false when the part has an odd number of tiles.
+bool adjacent_tile_plan(const QuantPart& p, TilePlan* plan);
+
 // Plans `parts` (rows [row_offset, row_offset + n) of a projection of n_total rows) for one launch
 // of two tiles per block that applies `output` to the projection's product (rope: kRopeKv's
 // parameters; null otherwise). An error names what does not fit (the caller then runs the parts
