@@ -63,10 +63,12 @@ struct CudaSwitches {
   // The streaming W4A16 decode kernel (quant_gemv_stream.cu: a persistent grid, each warp's codes
   // copied ahead by the bulk-copy engine into a ring of stages in shared memory), Hopper only:
   // LATHE_CUDA_INT4_STREAM_MAX_M (0 to 8): the largest batch it takes (0: never; the tile kernel
-  // takes the rest up to 8); LATHE_CUDA_INT4_STREAM_STAGES (1 to 8): stages of each warp's ring;
-  // LATHE_CUDA_INT4_STREAM_BLOCKS (1 to 4): blocks per multiprocessor. Runs 71-75 (8B, against the
-  // tile kernel's 298 / 570 / 1086 / 2064 tok/s at batch 1 / 2 / 4 / 8): 2 blocks 328 / 615 / 1028
-  // / 1929, 1 block 248 / 512 / 1087 / 2001; 70B batch 1: 46.2 (2 blocks) against 41.1.
+  // takes the rest up to 8); LATHE_CUDA_INT4_STREAM_STAGES (1 to 8): stages of each warp's ring
+  // (4 chunks of both tiles, 4 KB, each); LATHE_CUDA_INT4_STREAM_BLOCKS (1 to 4): blocks per
+  // multiprocessor. Run 77 (8B, tok/s at batch 1 / 2 / 4 / 8; the tile kernel 298 / 568 / 1069 /
+  // 2040): these defaults 358 / 681 / (tile kernel) / (tile kernel); up to batch 8: 358 / 682 /
+  // 1127 / 2030; 1 block per multiprocessor 274 / 567. 70B batch 1: 44.0 (its 4-stage rings of
+  // 128 KB leave one block per multiprocessor; run 76's 1 KB copies gave 47.0).
   int32_t int4_stream_max_m = 2;
   int32_t int4_stream_stages = 4;
   int32_t int4_stream_blocks = 2;

@@ -9,7 +9,8 @@ namespace lathe::cuda::quant {
 namespace {
 
 constexpr int kStreamWarps = 8;      // the tile kernel's k split (int4_tile_warps' default)
-constexpr int kStreamChunks = 2;     // chunks per warp and stage
+constexpr int kStreamChunks = 4;     // chunks per warp and stage (one bulk copy per tile)
+constexpr int kStreamPair = 2;       // chunks computed side by side
 constexpr int kStreamTiles = 2;      // tiles per task
 constexpr int kStreamMaxStages = 8;  // CudaSwitches::int4_stream_stages' upper bound
 constexpr int kChunkBytes = 512;     // one tile's 16 rows x 64 inputs of 4-bit codes
@@ -63,7 +64,7 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
     quant_gemv_stream_kernel(const __grid_constant__ StreamArgs A, const T* x, int m) {
 #ifdef LATHE_BULK_COPY_ARCH
   using Op = TileMma<T>;
-  constexpr int W = kStreamWarps, J = kStreamChunks, P = kStreamTiles;
+  constexpr int W = kStreamWarps, J = kStreamChunks, JP = kStreamPair, P = kStreamTiles;
   extern __shared__ __align__(128) uint8_t smem[];
   const TileLaunch& L = A.L;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -191,24 +192,27 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
       const int ca = c0 + st * J;
       const int n = max(0, min(J, c1 - ca));
       mbar_wait(full + slot, phase);
-      uint4 cur[J][P];
+      // The stage's n chunks, JP at a time: per k16 step a pair's products are issued side by
+      // side (independent mma chains; a missing chunk is zero codes times zero activations), then
+      // each chunk's sums are scaled into acc in chunk order (the tile kernel's order, so the same
+      // bits).
 #pragma unroll
-      for (int j = 0; j < J; ++j)
+      for (int jp = 0; jp < J; jp += JP) {
+        const int np = min(JP, n - jp);  // chunks of this pair (<= 0: none)
+        if (np <= 0) break;
+        uint4 cur[JP][P];
 #pragma unroll
-        for (int q = 0; q < P; ++q)
-          if (j < n)
-            cur[j][q] =
-                reinterpret_cast<const uint4*>(ring + ((slot * P + q) * J + j) * kChunkBytes)[lane];
-      // The stage's n chunks (two, or one at the end of a warp's run): per k16 step their
-      // products are issued side by side (independent mma chains; a missing second chunk is zero
-      // codes times zero activations), then each chunk's sums are scaled into acc in chunk order
-      // (the tile kernel's order, so the same bits).
-      if (n > 0) {
-        TileGroupRow clo[J][P], chi[J][P];
-        uint32_t xw[J][8];
+        for (int j = 0; j < JP; ++j)
 #pragma unroll
-        for (int j = 0; j < J; ++j) {
-          if (j < n) {
+          for (int q = 0; q < P; ++q)
+            cur[j][q] = j < np ? reinterpret_cast<const uint4*>(
+                                     ring + ((slot * P + q) * J + jp + j) * kChunkBytes)[lane]
+                               : make_uint4(0u, 0u, 0u, 0u);
+        TileGroupRow clo[JP][P], chi[JP][P];
+        uint32_t xw[JP][8];
+#pragma unroll
+        for (int j = 0; j < JP; ++j) {
+          if (j < np) {
             if (grp != have_grp) {
 #pragma unroll
               for (int q = 0; q < P; ++q) {
@@ -221,9 +225,6 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
               in_group = 0;
               ++grp;
             }
-          } else {
-#pragma unroll
-            for (int q = 0; q < P; ++q) cur[j][q] = make_uint4(0u, 0u, 0u, 0u);
           }
 #pragma unroll
           for (int q = 0; q < P; ++q) {
@@ -231,24 +232,24 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
             chi[j][q] = hi[q];
           }
           uint4 xa = make_uint4(0u, 0u, 0u, 0u), xb = xa;
-          if (has_x && j < n) {
+          if (has_x && j < np) {
             const uint4* xp =
-                reinterpret_cast<const uint4*>(x_lane + static_cast<int64_t>(ca + j) * 64);
+                reinterpret_cast<const uint4*>(x_lane + static_cast<int64_t>(ca + jp + j) * 64);
             xa = xp[0];
             xb = xp[1];
           }
           xw[j][0] = xa.x, xw[j][1] = xa.y, xw[j][2] = xa.z, xw[j][3] = xa.w;
           xw[j][4] = xb.x, xw[j][5] = xb.y, xw[j][6] = xb.z, xw[j][7] = xb.w;
         }
-        float ps[J][P][4];
+        float ps[JP][P][4];
 #pragma unroll
-        for (int j = 0; j < J; ++j)
+        for (int j = 0; j < JP; ++j)
 #pragma unroll
           for (int q = 0; q < P; ++q) ps[j][q][0] = ps[j][q][1] = ps[j][q][2] = ps[j][q][3] = 0.0f;
 #pragma unroll
         for (int kb = 0; kb < 4; ++kb)
 #pragma unroll
-          for (int j = 0; j < J; ++j)
+          for (int j = 0; j < JP; ++j)
 #pragma unroll
             for (int q = 0; q < P; ++q) {
               const uint4 v = cur[j][q];
@@ -261,8 +262,8 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
               Op::run(ps[j][q], a, xw[j][2 * kb], xw[j][2 * kb + 1]);
             }
 #pragma unroll
-        for (int j = 0; j < J; ++j) {
-          if (j >= n) break;
+        for (int j = 0; j < JP; ++j) {
+          if (j >= np) break;
 #pragma unroll
           for (int q = 0; q < P; ++q) {
             acc[q][0] = fmaf(clo[j][q].scale, ps[j][q][0], acc[q][0]);

@@ -8,9 +8,10 @@
 //   takes the tasks (TilePlan: two 16-row tiles each) b, b + grid, b + 2 grid, ...
 // - Each of the 8 warps owns the same run of 64-input chunks of every task as in the tile kernel
 //   (chunks c0..c1 of the k split), and lane 0 keeps its codes in flight with the bulk-copy engine
-//   (bulk_copy.cuh): a ring of `stages` stages per warp, each two chunks of both tiles (2 KB),
-//   refilled once the warp has used what it read from a stage, across task boundaries. No
-//   register holds a load in flight, so the ring can be deep without costing occupancy.
+//   (bulk_copy.cuh): a ring of `stages` stages per warp, each four chunks of both tiles (4 KB: one
+//   2 KB copy per tile), refilled once the warp has used what it read from a stage, across task
+//   boundaries. No register holds a load in flight, so the ring can be deep without costing
+//   occupancy.
 // - The tiles' scales and zero points come with the task, copied whole by thread 0 into one of two
 //   slots in shared memory (a task's slot is read until the block's end-of-task barrier).
 // - The activations (m rows, or with the RMSNorm input their normalization) are staged once per
