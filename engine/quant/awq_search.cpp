@@ -140,13 +140,38 @@ Result<AwqScaleResult> awq_search_scales(const std::vector<float>& x_mean,
       });
 }
 
+void awq_group_dots(const float* wg, int64_t g, const float* x, int64_t k, int64_t tokens,
+                    double* org) {
+  for (int64_t t = 0; t < tokens; ++t) org[t] = dot4(x + t * k, wg, g);
+}
+
+double awq_clip_range_error(const float* wg, int64_t g, const float* x, int64_t k, int64_t tokens,
+                            const double* org, float max_value, const IntQuantConfig& q,
+                            float* qw) {
+  float lo = 0.f, hi = 0.f;
+  for (int64_t j = 0; j < g; ++j) {
+    const float v = std::clamp(wg[j], -max_value, max_value);
+    qw[j] = v;
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  const IntGroupParams p = int_grid_params(lo, hi, q);
+  const int32_t max_code = (1 << q.bits) - 1;
+  for (int64_t j = 0; j < g; ++j) qw[j] = int_value(int_code(qw[j], p, max_code), p);
+  double err = 0.0;
+  for (int64_t t = 0; t < tokens; ++t) {
+    const double d = dot4(x + t * k, qw, g) - org[t];
+    err += d * d;
+  }
+  return err / static_cast<double>(tokens);
+}
+
 Result<std::vector<float>> awq_search_clip(const float* w, int64_t rows, int64_t k, const float* x,
                                            int64_t tokens, const AwqConfig& c) {
   LATHE_RETURN_IF_ERROR(validate_int_quant_config(c.quant, k));
   if (tokens <= 0) return invalid_argument("the AWQ clip search needs at least one input row");
   const int64_t g = effective_group_size(c.quant, k), ng = k / g;
   const int steps = static_cast<int>(c.max_shrink * c.clip_grid);
-  const int32_t max_code = (1 << c.quant.bits) - 1;
   std::vector<float> best(static_cast<size_t>(rows * ng));
   ThreadPool::global().parallel_for(rows, [&](int64_t r0, int64_t r1) {
     std::vector<double> org(static_cast<size_t>(tokens));
@@ -154,29 +179,16 @@ Result<std::vector<float>> awq_search_clip(const float* w, int64_t rows, int64_t
     for (int64_t r = r0; r < r1; ++r) {
       for (int64_t gi = 0; gi < ng; ++gi) {
         const float* wg = w + r * k + gi * g;
+        const float* xg = x + gi * g;
         float amax = 0.f;
         for (int64_t j = 0; j < g; ++j) amax = std::max(amax, std::fabs(wg[j]));
-        for (int64_t t = 0; t < tokens; ++t)
-          org[static_cast<size_t>(t)] = dot4(x + t * k + gi * g, wg, g);
+        awq_group_dots(wg, g, xg, k, tokens, org.data());
         double best_err = std::numeric_limits<double>::infinity();
         float best_max = amax;
         for (int i = 0; i < std::max(steps, 1); ++i) {
           const float mv = amax * (1.f - static_cast<float>(i) / static_cast<float>(c.clip_grid));
-          float lo = 0.f, hi = 0.f;
-          for (int64_t j = 0; j < g; ++j) {
-            const float v = std::clamp(wg[j], -mv, mv);
-            qw[static_cast<size_t>(j)] = v;
-            lo = std::min(lo, v);
-            hi = std::max(hi, v);
-          }
-          const IntGroupParams p = int_grid_params(lo, hi, c.quant);
-          for (float& v : qw) v = int_value(int_code(v, p, max_code), p);
-          double err = 0.0;
-          for (int64_t t = 0; t < tokens; ++t) {
-            const double d = dot4(x + t * k + gi * g, qw.data(), g) - org[static_cast<size_t>(t)];
-            err += d * d;
-          }
-          err /= static_cast<double>(tokens);
+          const double err =
+              awq_clip_range_error(wg, g, xg, k, tokens, org.data(), mv, c.quant, qw.data());
           if (err < best_err) {
             best_err = err;
             best_max = mv;

@@ -86,6 +86,15 @@ Result<AwqScaleResult> awq_search_scales(const std::vector<float>& x_mean,
 Result<std::vector<float>> awq_search_clip(const float* w, int64_t rows, int64_t k, const float* x,
                                            int64_t tokens, const AwqConfig& config);
 
+// The clip search's two pieces for one group of g weights wg, whose inputs are x[t * k + j] for
+// tokens rows t (x points at the group's first input): org[t] = x_t . wg in double, in the search's
+// order; and the mean over the rows of (x_t . q(clamp(wg, +-max_value)) - org[t])^2 with q the
+// fake quantization of config q. qw: g floats of scratch.
+void awq_group_dots(const float* wg, int64_t g, const float* x, int64_t k, int64_t tokens,
+                    double* org);
+double awq_clip_range_error(const float* wg, int64_t g, const float* x, int64_t k, int64_t tokens,
+                            const double* org, float max_value, const IntQuantConfig& q, float* qw);
+
 // w [rows, K] clamped to +-max_val of its (row, group).
 void awq_apply_clip(float* w, int64_t rows, int64_t k, int64_t group_size,
                     const std::vector<float>& max_val);

@@ -74,19 +74,6 @@ std::vector<float> make_scales(int64_t k, uint32_t seed) {
   return s;
 }
 
-// Fast uniform values in [-1, 1) for the 8B-sized inputs (~60M values).
-std::vector<float> fast_random(size_t n, uint64_t seed, float scale) {
-  std::vector<float> v(n);
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (float& x : v) {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    x = static_cast<float>(static_cast<int32_t>(s >> 32)) * (scale / 2147483648.0f);
-  }
-  return v;
-}
-
 // Elements whose bits differ.
 int64_t bit_mismatches(const std::vector<float>& a, const std::vector<float>& b) {
   int64_t n = 0;
@@ -94,41 +81,14 @@ int64_t bit_mismatches(const std::vector<float>& a, const std::vector<float>& b)
   return n + static_cast<int64_t>(a.size() > b.size() ? a.size() - b.size() : b.size() - a.size());
 }
 
-// awq_search.cpp's dot4 and its error of one clipping range of group gi of row wr, written out
-// again for the tie check (the CPU's own function returns the winner only).
-double dot4(const float* x, const float* w, int64_t n) {
-  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-  int64_t j = 0;
-  for (; j + 4 <= n; j += 4) {
-    s0 += static_cast<double>(x[j]) * w[j];
-    s1 += static_cast<double>(x[j + 1]) * w[j + 1];
-    s2 += static_cast<double>(x[j + 2]) * w[j + 2];
-    s3 += static_cast<double>(x[j + 3]) * w[j + 3];
-  }
-  for (; j < n; ++j) s0 += static_cast<double>(x[j]) * w[j];
-  return (s0 + s1) + (s2 + s3);
-}
-
+// The CPU search's error of one clipping range of group gi of row wr (awq_search.h's pieces; the
+// search itself returns the winner only), for the tie check.
 double clip_error(const float* wr, const float* x, int64_t k, int64_t g, int64_t gi, int64_t tokens,
                   float mv, const IntQuantConfig& q) {
-  const float* wg = wr + gi * g;
+  std::vector<double> org(static_cast<size_t>(tokens));
   std::vector<float> qw(static_cast<size_t>(g));
-  float lo = 0.f, hi = 0.f;
-  for (int64_t j = 0; j < g; ++j) {
-    const float v = std::clamp(wg[j], -mv, mv);
-    qw[static_cast<size_t>(j)] = v;
-    lo = std::min(lo, v);
-    hi = std::max(hi, v);
-  }
-  const IntGroupParams p = int_grid_params(lo, hi, q);
-  for (float& v : qw) v = int_value(int_code(v, p, (1 << q.bits) - 1), p);
-  double err = 0.0;
-  for (int64_t t = 0; t < tokens; ++t) {
-    const float* xt = x + t * k + gi * g;
-    const double d = dot4(xt, qw.data(), g) - dot4(xt, wg, g);
-    err += d * d;
-  }
-  return err / static_cast<double>(tokens);
+  awq_group_dots(wr + gi * g, g, x + gi * g, k, tokens, org.data());
+  return awq_clip_range_error(wr + gi * g, g, x + gi * g, k, tokens, org.data(), mv, q, qw.data());
 }
 
 struct ClipCompare {

@@ -77,19 +77,6 @@ int64_t max_ulps(const std::vector<float>& got, const std::vector<float>& want) 
   return worst;
 }
 
-// Fast uniform values in [-1, 1) (the big timing inputs are ~100M values).
-std::vector<float> fast_random(size_t n, uint64_t seed) {
-  std::vector<float> v(n);
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (float& x : v) {
-    s ^= s << 13;
-    s ^= s >> 7;
-    s ^= s << 17;
-    x = static_cast<float>(static_cast<int32_t>(s >> 32)) * (1.0f / 2147483648.0f);
-  }
-  return v;
-}
-
 // Activations with correlated, uneven columns (a Hessian with spread eigenvalues): x [n, k].
 std::vector<float> activations(int64_t n, int64_t k, uint64_t seed) {
   std::vector<float> x = fast_random(static_cast<size_t>(n * k), seed);

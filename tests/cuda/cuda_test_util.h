@@ -41,6 +41,19 @@ inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.f
   return v;
 }
 
+// Fast uniform values in [-scale, scale) for inputs of ~100M values (a xorshift, not mt19937).
+inline std::vector<float> fast_random(size_t n, uint64_t seed, float scale = 1.f) {
+  std::vector<float> v(n);
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (float& x : v) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    x = static_cast<float>(static_cast<int32_t>(s >> 32)) * (scale / 2147483648.0f);
+  }
+  return v;
+}
+
 // Rounds every value to the given 16-bit type and back (the values a bf16/f16 tensor holds).
 inline std::vector<float> round_to(DType t, std::vector<float> v) {
   for (float& x : v)

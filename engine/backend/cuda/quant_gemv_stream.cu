@@ -34,8 +34,8 @@ constexpr uint32_t align16(uint64_t v) {
   return static_cast<uint32_t>((v + 15) / 16 * 16);
 }
 
-// act_bytes: 2 (bf16 and f16 activations).
-StreamArgs stream_args(const QuantPart& p, int64_t m, int act_bytes = 2) {
+// The staged activations are bf16 or f16: 2 bytes each.
+StreamArgs stream_args(const QuantPart& p, int64_t m) {
   StreamArgs A;
   const int64_t chunks = p.k / kInt4TileK;
   const int64_t per_warp = (chunks + kStreamWarps - 1) / kStreamWarps;
@@ -55,7 +55,7 @@ StreamArgs stream_args(const QuantPart& p, int64_t m, int act_bytes = 2) {
   A.off_meta = align16(A.off_bars + (kStreamWarps * kStreamMaxStages + 2) * sizeof(uint64_t));
   A.off_red = align16(A.off_meta + 2ull * kStreamTiles * static_cast<uint64_t>(A.meta_tile));
   A.off_x = align16(A.off_red + 2ull * kStreamWarps * kRedRows * kRedCols * sizeof(float));
-  A.smem = align16(A.off_x + static_cast<uint64_t>(m) * A.ldx * act_bytes);
+  A.smem = align16(A.off_x + static_cast<uint64_t>(m) * A.ldx * 2);
   return A;
 }
 
