@@ -271,6 +271,11 @@ if [[ " $SKIP " != *" sanitizer "* ]] && command -v compute-sanitizer > /dev/nul
         "$BIN/test_cuda_tile_pairs" tile_pairs_match_unfused norm_input_and_residual_add_match_unfused > "$OUT/memcheck-tile-pairs.txt" 2>&1
       rc3=$(( rc3 | $? ))
     fi
+    if [ -x "$BIN/test_cuda_w8_decode" ] && [ "$(left)" -gt 30 ]; then  # 8-bit parts on decode_gemv
+      timeout $(( $(left) > 30 ? $(left) - 10 : 20 )) compute-sanitizer --tool memcheck --error-exitcode 9 \
+        "$BIN/test_cuda_w8_decode" stores_match_cpu refuses_bad_calls > "$OUT/memcheck-w8-decode.txt" 2>&1
+      rc3=$(( rc3 | $? ))
+    fi
     if [ -x "$BIN/test_cuda_kquant_parts" ] && [ "$(left)" -gt 30 ]; then
       timeout $(( $(left) > 30 ? $(left) - 10 : 20 )) compute-sanitizer --tool memcheck --error-exitcode 9 \
         "$BIN/test_cuda_kquant_parts" fused_outputs_match_unfused norm_input_matches_unfused > "$OUT/memcheck-kquant-parts.txt" 2>&1

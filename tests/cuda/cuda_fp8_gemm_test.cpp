@@ -106,7 +106,7 @@ class CudaFp8GemmTest : public QObject {
     disp.set_dequant_workspace(ws.get(), ws_bytes);
     disp.set_fp8_gemm(true);
     QVERIFY(!disp.fp8_gemm_takes(w, 8));  // below the dispatcher's threshold: W8A16
-    disp.set_fp8_gemm(true, 2);           // the runner's default (LATHE_CUDA_FP8_GEMM_MIN_M)
+    disp.set_fp8_gemm(true, 2);           // (the runner's default is 3: LATHE_CUDA_FP8_GEMM_MIN_M)
     QVERIFY(disp.fp8_gemm_takes(w, 2) && !disp.fp8_gemm_takes(w, 1));
     for (int64_t m : {int64_t{2}, int64_t{9}, int64_t{64}, int64_t{300}}) {
       QVERIFY(disp.fp8_gemm_takes(w, m));

@@ -40,15 +40,6 @@ cuda::QuantPart shape(DType type, int64_t n, int64_t k, bool split = true) {
   return p;
 }
 
-std::vector<cuda::QuantPart> stacked(std::vector<cuda::QuantPart> parts) {
-  int64_t row = 0;
-  for (cuda::QuantPart& p : parts) {
-    p.row_offset = row;
-    row += p.n;
-  }
-  return parts;
-}
-
 cuda::GemvRopeKv rope_of(int heads, int kv_heads, int head_dim) {
   cuda::GemvRopeKv r;
   r.num_heads = heads;

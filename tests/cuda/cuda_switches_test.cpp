@@ -33,6 +33,10 @@ const char* const kNames[] = {"LATHE_CUDA_ATTENTION",
                               "LATHE_CUDA_INT4_STREAM_MAX_M",
                               "LATHE_CUDA_INT4_STREAM_STAGES",
                               "LATHE_CUDA_INT4_STREAM_BLOCKS",
+                              "LATHE_CUDA_W8_DECODE_MAX_M",
+                              "LATHE_CUDA_INT4_STREAM_FIT",
+                              "LATHE_CUDA_W8_DECODE_BLOCKS",
+                              "LATHE_CUDA_W8_DECODE_MMA",
                               "LATHE_CUDA_FP8_GEMM",
                               "LATHE_CUDA_FP8_GEMM_MIN_M",
                               "LATHE_CUDA_KQUANT_NORM",
@@ -59,7 +63,7 @@ class CudaSwitchesTest : public QObject {
     QCOMPARE(s.describe(), std::string("defaults"));
     QVERIFY(s.decode_attention && s.gemv_epilogues && s.pdl && s.fused_rope && s.native_formats &&
             s.quant_rows && s.int4_tiles && s.gguf_repack);
-    QVERIFY(s.mask_lookup_late && s.mask_cache && s.sampler_masks);
+    QVERIFY(s.mask_lookup_late && s.mask_cache && s.sampler_masks && !s.w8_decode_mma);
     QCOMPARE(s.fused, FusedDecodeMode::kAuto);
     QCOMPARE(s.lookahead_max_seqs, -1);
   }
@@ -87,6 +91,10 @@ class CudaSwitchesTest : public QObject {
     qputenv("LATHE_CUDA_INT4_STREAM_MAX_M", "0");
     qputenv("LATHE_CUDA_INT4_STREAM_STAGES", "6");
     qputenv("LATHE_CUDA_INT4_STREAM_BLOCKS", "3");
+    qputenv("LATHE_CUDA_W8_DECODE_MAX_M", "0");
+    qputenv("LATHE_CUDA_INT4_STREAM_FIT", "0");
+    qputenv("LATHE_CUDA_W8_DECODE_BLOCKS", "1");
+    qputenv("LATHE_CUDA_W8_DECODE_MMA", "1");
     qputenv("LATHE_CUDA_FP8_GEMM", "0");
     qputenv("LATHE_CUDA_FP8_GEMM_MIN_M", "64");
     qputenv("LATHE_CUDA_KQUANT_NORM", "1");
@@ -108,13 +116,18 @@ class CudaSwitchesTest : public QObject {
     QCOMPARE(s.int4_stream_max_m, 0);
     QCOMPARE(s.int4_stream_stages, 6);
     QCOMPARE(s.int4_stream_blocks, 3);
+    QCOMPARE(s.w8_decode_max_m, 0);
+    QCOMPARE(s.w8_decode_blocks, 1);
+    QVERIFY(!s.int4_stream_fit);
+    QVERIFY(s.w8_decode_mma);
     QCOMPARE(s.fp8_gemm_min_m, 64);
     QVERIFY(s.kquant_norm);
     QVERIFY(!s.mask_lookup_late && !s.mask_cache && !s.sampler_masks);
     for (const char* d :
          {"kquant_norm=1", "gguf_repack=0", "int4_tile_pairs=0", "int4_norm_max_m=8", "fp8_gemm=0",
           "int4_tiles_max_m=32", "int4_gemm_max_m=2048", "mask_lookup_late=0", "mask_cache=0",
-          "sampler_masks=0", "int4_stream_max_m=0", "int4_stream_stages=6", "int4_stream_blocks=3"})
+          "sampler_masks=0", "int4_stream_max_m=0", "int4_stream_stages=6", "int4_stream_blocks=3",
+          "w8_decode_max_m=0", "w8_decode_blocks=1", "int4_stream_fit=0", "w8_decode_mma=1"})
       QVERIFY2(s.describe().find(d) != std::string::npos, s.describe().c_str());
     QCOMPARE(s.decode_split_tokens, 64);
     QCOMPARE(s.decode_split_blocks_per_sm, 2);
@@ -166,6 +179,16 @@ class CudaSwitchesTest : public QObject {
     QCOMPARE(static_cast<int>(warnings.size()), 2);
     QVERIFY2(warnings[0].find("1 to 8 stages") != std::string::npos, warnings[0].c_str());
     QVERIFY2(warnings[1].find("1 to 4 blocks") != std::string::npos, warnings[1].c_str());
+    clear_env();
+    qputenv("LATHE_CUDA_W8_DECODE_MAX_M", "5");
+    qputenv("LATHE_CUDA_W8_DECODE_BLOCKS", "3");
+    warnings.clear();
+    const CudaSwitches w8 = cuda_switches_from_environment(&warnings);
+    QCOMPARE(w8.w8_decode_max_m, 4);
+    QCOMPARE(w8.w8_decode_blocks, 2);
+    QCOMPARE(static_cast<int>(warnings.size()), 2);
+    QVERIFY2(warnings[0].find("0 to 4 rows") != std::string::npos, warnings[0].c_str());
+    QVERIFY2(warnings[1].find("1 or 2 blocks") != std::string::npos, warnings[1].c_str());
     clear_env();
     qputenv("LATHE_CUDA_INT4_GEMM_MAX_M", "4");
     warnings.clear();

@@ -251,8 +251,11 @@ Status CudaModel::layer(const ForwardStep& s, const CudaKvCache& kv, int64_t li,
                                                     s.d.slot_mapping, kvl);
           const GemvRopeKv rp = rope_kv_epilogue(rk);
           const bool rope_fused = fp.qkv && fused->rope && !qk_norm;
+          // A kernel may take the epilogue with the RMSNorm input only (8-bit parts).
           const bool rope_epilogue =
-              !fp.qkv && !qk_norm && linear_->takes_epilogue(w, t, GemvOutput::kRopeKv, &rp);
+              !fp.qkv && !qk_norm &&
+              ((norm_deferred && linear_->takes_norm_input(w, t, GemvOutput::kRopeKv, &rp)) ||
+               linear_->takes_epilogue(w, t, GemvOutput::kRopeKv, &rp));
           if (fp.qkv) {
             g.w = w.w, g.n = w.n, g.k = w.k;
             g.input = GemvInput::kRmsNorm, g.norm_weight = norm_weight, g.row_index = nullptr;
@@ -287,11 +290,11 @@ Status CudaModel::layer(const ForwardStep& s, const CudaKvCache& kv, int64_t li,
             g.blocks_per_sm = fused->blocks_per_sm[2];
             LATHE_RETURN_IF_ERROR(decode_gemv(g, stream));
             LATHE_RETURN_IF_ERROR(mark(prof, Phase::kGateUpGemm));
-          } else if (linear_->takes_epilogue(w, t, GemvOutput::kSwiglu)) {
+          } else if (const bool take_norm =
+                         norm_deferred && linear_->takes_norm_input(w, t, GemvOutput::kSwiglu);
+                     take_norm || linear_->takes_epilogue(w, t, GemvOutput::kSwiglu)) {
             TileNormInput ni = norm_in;
             ni.weight = norm_weight;
-            const bool take_norm =
-                norm_deferred && linear_->takes_norm_input(w, t, GemvOutput::kSwiglu);
             if (!take_norm) LATHE_RETURN_IF_ERROR(norm_now());
             norm_deferred = false;
             LATHE_RETURN_IF_ERROR(linear_->run(w, dt, act_.xnorm.get(), act_.act.get(), t, stream,

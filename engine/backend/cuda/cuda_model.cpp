@@ -140,6 +140,10 @@ Status CudaModel::init(const LoadedModel& model) {
         q.int4_stream_max_m = sw.int4_stream_max_m;
         q.int4_stream_stages = sw.int4_stream_stages;
         q.int4_stream_blocks = sw.int4_stream_blocks;
+        q.int4_stream_fit = sw.int4_stream_fit;
+        q.w8_decode_max_m = sw.w8_decode_max_m;
+        q.w8_decode_blocks = sw.w8_decode_blocks;
+        q.w8_decode_mma = sw.w8_decode_mma;
         q.kquant_norm = sw.kquant_norm;
       }
   if (!sw.quant_rows) {

@@ -46,9 +46,10 @@ struct CudaSwitches {
   // W8A8 on FP8 tensor cores (per-token activation scales; LinearDispatcher), for A/B runs.
   bool fp8_gemm = true;
   // LATHE_CUDA_FP8_GEMM_MIN_M (1 to 4096): the smallest batch that takes W8A8 (below it, the
-  // bandwidth-bound W8A16 decode kernel).
-  int32_t fp8_gemm_min_m =
-      2;  // run 45: B2 431 vs 410, B4 882 vs 528, B8 1791 vs 612; B1 219 vs 299
+  // bandwidth-bound W8A16 decode kernels). Run 45 (against the rows kernel): B2 431 vs 410, B4 882
+  // vs 528, B8 1791 vs 612; B1 219 vs 299. Run 81 (against the fused 8-bit decode kernel, 8B
+  // tok/s): B2 430 vs 547, B4 873 vs 741: W8A8 from batch 3.
+  int32_t fp8_gemm_min_m = 3;
   int32_t int4_tile_warps = 8;    // LATHE_CUDA_INT4_TILE_WARPS (4 or 8): the tile kernel's k split
   int32_t int4_tiles_max_m = 8;   // LATHE_CUDA_INT4_TILES_MAX_M (8 to 4096): see QuantPart
   int32_t int4_gemm_max_m = 128;  // LATHE_CUDA_INT4_GEMM_MAX_M (8 to 65536): see QuantPart
@@ -64,7 +65,9 @@ struct CudaSwitches {
   // copied ahead by the bulk-copy engine into a ring of stages in shared memory), Hopper only:
   // LATHE_CUDA_INT4_STREAM_MAX_M (0 to 8): the largest batch it takes (0: never; the tile kernel
   // takes the rest up to 8); LATHE_CUDA_INT4_STREAM_STAGES (1 to 8): stages of each warp's ring
-  // (4 chunks of both tiles, 4 KB, each); LATHE_CUDA_INT4_STREAM_BLOCKS (1 to 4): blocks per
+  // (4 chunks of both tiles, 4 KB, each), fewer where the rings of the blocks per multiprocessor
+  // would not fit (70B, run 83: 54.3 tok/s with 2 stages against 43.8 with 4 and one block);
+  // LATHE_CUDA_INT4_STREAM_BLOCKS (1 to 4): blocks per
   // multiprocessor. Run 77 (8B, tok/s at batch 1 / 2 / 4 / 8; the tile kernel 298 / 568 / 1069 /
   // 2040): these defaults 358 / 681 / (tile kernel) / (tile kernel); up to batch 8: 358 / 682 /
   // 1127 / 2030; 1 block per multiprocessor 274 / 567. 70B batch 1: 44.0 (its 4-stage rings of
@@ -72,6 +75,19 @@ struct CudaSwitches {
   int32_t int4_stream_max_m = 2;
   int32_t int4_stream_stages = 4;
   int32_t int4_stream_blocks = 2;
+  // LATHE_CUDA_INT4_STREAM_FIT=0: the configured stages even where fewer blocks then fit (A/B).
+  bool int4_stream_fit = true;
+  // FP8 and 8-bit integer projections at decode batches on the fused decode kernel (decode_gemv.h,
+  // all of a projection's parts in one launch with the RMSNorm input and the SwiGLU / RoPE-KV /
+  // residual-add epilogues): LATHE_CUDA_W8_DECODE_MAX_M (0 to 4): the largest batch it takes (0:
+  // never; then the rows kernel and W8A8 as before); LATHE_CUDA_W8_DECODE_BLOCKS (1 or 2): blocks
+  // per multiprocessor; LATHE_CUDA_W8_DECODE_MMA=1: its products at 1-2 rows on tensor cores
+  // (w8_mma.cuh) instead of scalar FMAs. Off by default: runs 85-86 measured it slower (8B FP8 B1
+  // 309 vs 330 tok/s with bf16 activations, 326 vs 342 with f16; INT8 278 vs 295; 70B FP8 46.0 vs
+  // 46.9).
+  int32_t w8_decode_max_m = 4;
+  int32_t w8_decode_blocks = 2;
+  bool w8_decode_mma = false;
   // LATHE_CUDA_KQUANT_NORM=1: k-quant QKV and gate|up launches at batch 1 normalize the residual
   // row themselves instead of reading the RMSNorm kernel's output. Off by default: run 59 measured
   // it slower (Q4_K_M 333 vs 338 tok/s, Q5_K_M 256 vs 286: the prologue adds to a register-bound

@@ -23,6 +23,13 @@
 // Instantiated combinations: plain -> store | residual add, norm -> store | SwiGLU | RoPE/KV.
 // Requires k % 8 == 0, 16-byte aligned w and x, and M * k * 2 bytes of shared memory
 // (decode_gemv_fits()).
+//
+// 8-bit weights (DecodeGemvArgs::weights, W8A16; gemv_w8.h): the same kernel on rows of 8-bit codes
+// in parts; each lane dots a vector's 16 decoded weights with x in float32 and adds scale * dot to
+// the row's sum (a row's single scale loaded once per task, group scales per vector). At 1-2 rows
+// with one scale per row or groups of 64 and up, w8_tensor_cores runs the dots on tensor cores
+// instead (w8_mma.cuh: codes as f16 pairs, x as f16 scaled per token by a power of two, f32 sums;
+// opt-in, slower than the FMAs so far).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -30,6 +37,7 @@
 #include <cstdint>
 
 #include "engine/backend/cuda/gemv_epilogue.h"
+#include "engine/backend/cuda/gemv_w8.h"
 #include "engine/core/dtype.h"
 #include "engine/core/status.h"
 #include "engine/model/model_config.h"
@@ -56,6 +64,14 @@ struct DecodeGemvArgs {
   float* residual_out = nullptr;   // kResidualAdd: [m, n] f32
   GemvRopeKv rope;                 // kRopeKv
   int blocks_per_sm = 1;
+  GemvWeights weights = GemvWeights::kAct;  // kAct: w; else parts[0, nparts) (w unused)
+  GemvW8Part parts[kGemvMaxParts];
+  int nparts = 0;
+  GemvW8Scales scales;
+  // 8-bit weights at 1-2 rows with one scale per row or groups of 64 and up: the products on
+  // tensor cores (mma.sync, w8_mma.cuh; LATHE_CUDA_W8_DECODE_MMA=1); false (the default, faster in
+  // runs 85-86): scalar FMAs.
+  bool w8_tensor_cores = false;
 };
 
 // Whether the kernel takes this shape (k % 8 == 0, m in range, x fits in shared memory).

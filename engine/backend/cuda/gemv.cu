@@ -9,15 +9,6 @@
 namespace lathe::cuda {
 namespace {
 
-// 16 bytes of weights that are read exactly once: do not keep them in L1.
-__device__ __forceinline__ uint4 load_stream(const void* p) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
-  return r;
-}
-
 template <typename T>
 __device__ __forceinline__ float dot8(const uint4& a, const uint4& b, float acc) {
   const T* x = reinterpret_cast<const T*>(&a);

@@ -42,6 +42,15 @@ __device__ __forceinline__ void pdl_trigger() {
 #endif
 }
 
+// 16 bytes of weights that are read exactly once: not kept in L1.
+__device__ __forceinline__ uint4 load_stream(const void* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+  return r;
+}
+
 // Lets `kernel` take `smem` bytes of dynamic shared memory: above 48 KB a kernel needs an opt-in,
 // raised once per process to the largest size asked (a process-wide attribute of the kernel);
 // `configured` is that kernel's own record (a function-local static of its launcher).

@@ -28,6 +28,7 @@ bool LinearDispatcher::takes_epilogue(const DeviceLinear& w, int64_t m, GemvOutp
                                       const GemvRopeKv* rope) const {
   if (output == GemvOutput::kStore) return true;
   if (!w.parts.empty()) {
+    if (!fp8_gemm_takes(w, m) && quant_w8_parts_take(w.parts, w.n, m, output, rope)) return true;
     if (quant_kquant_parts_take(w.parts, w.n, m, output, rope)) return true;
     if (output == GemvOutput::kResidualAdd)
       return std::all_of(w.parts.begin(), w.parts.end(),
@@ -41,7 +42,9 @@ bool LinearDispatcher::takes_epilogue(const DeviceLinear& w, int64_t m, GemvOutp
 bool LinearDispatcher::takes_norm_input(const DeviceLinear& w, int64_t m, GemvOutput output,
                                         const GemvRopeKv* rope) const {
   return !w.parts.empty() && output != GemvOutput::kResidualAdd &&
-         (quant_kquant_parts_take(w.parts, w.n, m, output, rope, /*norm=*/true) ||
+         ((!fp8_gemm_takes(w, m) && quant_w8_parts_take(w.parts, w.n, m, output, rope,
+                                                        /*norm=*/true)) ||
+          quant_kquant_parts_take(w.parts, w.n, m, output, rope, /*norm=*/true) ||
           quant_tile_pairs_take(w.parts, w.n, m, output, rope, /*norm=*/true));
 }
 
@@ -56,6 +59,11 @@ Status LinearDispatcher::run(const DeviceLinear& w, DType out_dtype, const void*
     // 4-bit tiles: the projection's parts in one launch with the epilogue (quant_tile_plan.h);
     // one part alone keeps the one-tile kernel.
     const GemvRopeKv* r = output == GemvOutput::kRopeKv ? &rope : nullptr;
+    // FP8 and 8-bit integers at decode batches: the projection's parts in one launch of the
+    // fused decode kernel, with the epilogue and the RMSNorm input (W8A8 first where it applies).
+    if (!fp8_gemm_takes(w, m) && quant_w8_parts_take(w.parts, w.n, m, output, r, norm != nullptr))
+      return quant_gemv_w8_parts(w.parts, dtype_, x, out_dtype, y, w.n, m, output, rope, stream,
+                                 norm);
     // GGUF k-quants: the projection's parts in one launch per kind, with the epilogue and the
     // RMSNorm input.
     if ((norm != nullptr || output != GemvOutput::kStore || w.parts.size() > 1) &&

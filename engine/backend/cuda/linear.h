@@ -4,7 +4,10 @@
 //     The choice for M <= kGemvMaxM is measured once at load (autotune(): both timed with CUDA
 //     events on the real weights) and kept in a table; larger M always goes to cuBLASLt. Before
 //     autotune, gemv serves M <= 2.
-//   stored formats (DeviceLinear::parts, quant_linear.h): M <= kQuantGemvMaxM, quant_gemv per part
+//   stored formats (DeviceLinear::parts, quant_linear.h): FP8 and 8-bit integer projections at
+//     M <= 4 (below the W8A8 batch, below), the fused decode kernel on all parts in one launch with
+//     the epilogues and the RMSNorm input (quant_gemv_w8_parts, W8A16); M <= kQuantGemvMaxM,
+//     quant_gemv per part
 //     (the weights dequantized in registers), or all 4-bit tiled parts in one launch of two tiles
 //     per block with the SwiGLU / RoPE-KV epilogue (quant_gemv_tile_pairs); 4-bit tiled parts up to
 //     their int4_gemm_max_m, the W4A16 GEMM kernel (quant_gemm_int4); else the parts
@@ -69,13 +72,14 @@ class LinearDispatcher {
   Status run(const DeviceLinear& w, DType out_dtype, const void* x, void* y, int64_t m,
              cudaStream_t stream, GemvOutput output = GemvOutput::kStore,
              const GemvRopeKv& rope = {}, const TileNormInput* norm = nullptr) const;
-  // Whether run() can take the RMSNorm input for this product with `output` (4-bit tiled
-  // projections at batch <= kQuantGemvMaxM: the tile kernel builds x itself).
+  // Whether run() can take the RMSNorm input for this product with `output` (stored formats at
+  // decode batches whose kernel builds x itself: 4-bit tiles, 8-bit parts, k-quants where on).
+  // An output taken with the norm input may not be taken with a plain one (takes_epilogue()).
   bool takes_norm_input(const DeviceLinear& w, int64_t m, GemvOutput output,
                         const GemvRopeKv* rope = nullptr) const;
-  // Whether run() can apply `output` (kSwiglu, kRopeKv; kResidualAdd on 4-bit tiled parts) to this
-  // product in one kernel (stored formats: kRopeKv's parameters in `rope`, which decide how 4-bit
-  // tiles pair their rows).
+  // Whether run() can apply `output` (kSwiglu, kRopeKv; kResidualAdd on stored parts) to this
+  // product of a plain input in one kernel (stored formats: kRopeKv's parameters in `rope`, which
+  // decide how 4-bit tiles pair their rows).
   bool takes_epilogue(const DeviceLinear& w, int64_t m, GemvOutput output,
                       const GemvRopeKv* rope = nullptr) const;
 

@@ -98,6 +98,13 @@ struct QuantPart {
   int32_t int4_stream_max_m = 2;
   int32_t int4_stream_stages = 4;
   int32_t int4_stream_blocks = 2;
+  bool int4_stream_fit = true;  // fewer stages where the blocks' rings would not fit
+  // FP8 and 8-bit integer parts: the largest batch at which a projection's parts run on the fused
+  // decode kernel (quant_gemv_w8_parts; 0: never), and its blocks per multiprocessor (1 or 2);
+  // and whether its products run on tensor cores; CudaSwitches::w8_decode_*.
+  int32_t w8_decode_max_m = 4;
+  int32_t w8_decode_blocks = 2;
+  bool w8_decode_mma = false;
   // Bytes of this part on the device (data and its scales, zero points, g_idx).
   int64_t bytes() const;
 };
@@ -141,6 +148,25 @@ Status quant_gemv_kquant_parts(const std::vector<QuantPart>& parts, DType act, c
 bool quant_kquant_parts_take(const std::vector<QuantPart>& parts, int64_t n, int64_t m,
                              GemvOutput output, const GemvRopeKv* rope = nullptr,
                              bool norm = false);
+
+// A projection's FP8 or 8-bit integer parts (one format, rows 0..n in order, at most
+// kGemvMaxParts, no act-order) on decode_gemv's kernel (decode_gemv.h, W8A16) at m <= the parts'
+// w8_decode_max_m (at most kDecodeGemvMaxM), with `output` as gemv_epilogue.h states: kStore (y:
+// [m, n] of out_dtype), kResidualAdd (y: the f32 residual [m, n], the rounded product added; x
+// plain), kSwiglu or kRopeKv (rope: its parameters). Scales: FP8 per tensor, per channel or in 128
+// x 128 blocks; integers per channel or in groups of a power of two, with or without zero points,
+// f16 or f32 (the same layout in every part). norm (not with kResidualAdd): x is the RMSNorm of
+// norm->residual, built by each block (x itself unused). Float32 sums; each vector of 16 weights
+// dotted with x, then scaled into its row's sum.
+Status quant_gemv_w8_parts(const std::vector<QuantPart>& parts, DType act, const void* x,
+                           DType out_dtype, void* y, int64_t n, int64_t m, GemvOutput output,
+                           const GemvRopeKv& rope, cudaStream_t stream,
+                           const TileNormInput* norm = nullptr);
+// Whether quant_gemv_w8_parts takes these parts at batch m with this output (norm: with the
+// RMSNorm input); `why` when not.
+bool quant_w8_parts_take(const std::vector<QuantPart>& parts, int64_t n, int64_t m,
+                         GemvOutput output, const GemvRopeKv* rope = nullptr, bool norm = false,
+                         std::string* why = nullptr);
 
 // Whether quant_gemv_tile_pairs takes these parts at batch m with this output (norm: with the
 // RMSNorm input).
