@@ -9,8 +9,7 @@
 # LATHE_AB_VARIANTS names them ("name:VAR=value ..."; "name:" is the defaults):
 #   int4: the defaults; the tile kernel (LATHE_CUDA_INT4_STREAM_MAX_M=0); the streaming kernel up to
 #         batch 8; 2 stages per warp; one block per multiprocessor (quant_gemv_stream.cu);
-#   fp8, int8, q8_0: the defaults; its products on tensor cores instead of scalar FMAs
-#         (LATHE_CUDA_W8_DECODE_MMA=1); the kernels before the fused 8-bit decode kernel
+#   fp8, int8, q8_0: the defaults; the kernels before the fused 8-bit decode kernel
 #         (LATHE_CUDA_W8_DECODE_MAX_M=0); one block per multiprocessor (decode_gemv.h);
 #   others: the defaults only.
 # Shapes: LATHE_AB_MODELS (default "llama-3.1-8b llama-3.1-70b", folders of benchmarks/configs).
@@ -36,7 +35,7 @@ variants_of() {
   if [ -n "${LATHE_AB_VARIANTS:-}" ]; then echo "$LATHE_AB_VARIANTS"; return; fi
   case $1 in
     int4) echo "defaults: tile-kernel:LATHE_CUDA_INT4_STREAM_MAX_M=0 stream-to-8:LATHE_CUDA_INT4_STREAM_MAX_M=8 stages-2:LATHE_CUDA_INT4_STREAM_STAGES=2 one-block:LATHE_CUDA_INT4_STREAM_BLOCKS=1" ;;
-    fp8 | int8 | q8_0) echo "defaults: tensor-cores:LATHE_CUDA_W8_DECODE_MMA=1 previous:LATHE_CUDA_W8_DECODE_MAX_M=0 one-block:LATHE_CUDA_W8_DECODE_BLOCKS=1" ;;
+    fp8 | int8 | q8_0) echo "defaults: previous:LATHE_CUDA_W8_DECODE_MAX_M=0 one-block:LATHE_CUDA_W8_DECODE_BLOCKS=1" ;;
     *) echo "defaults:" ;;
   esac
 }

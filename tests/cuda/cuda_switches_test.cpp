@@ -36,7 +36,6 @@ const char* const kNames[] = {"LATHE_CUDA_ATTENTION",
                               "LATHE_CUDA_W8_DECODE_MAX_M",
                               "LATHE_CUDA_INT4_STREAM_FIT",
                               "LATHE_CUDA_W8_DECODE_BLOCKS",
-                              "LATHE_CUDA_W8_DECODE_MMA",
                               "LATHE_CUDA_FP8_GEMM",
                               "LATHE_CUDA_FP8_GEMM_MIN_M",
                               "LATHE_CUDA_KQUANT_NORM",
@@ -63,7 +62,7 @@ class CudaSwitchesTest : public QObject {
     QCOMPARE(s.describe(), std::string("defaults"));
     QVERIFY(s.decode_attention && s.gemv_epilogues && s.pdl && s.fused_rope && s.native_formats &&
             s.quant_rows && s.int4_tiles && s.gguf_repack);
-    QVERIFY(s.mask_lookup_late && s.mask_cache && s.sampler_masks && !s.w8_decode_mma);
+    QVERIFY(s.mask_lookup_late && s.mask_cache && s.sampler_masks);
     QCOMPARE(s.fused, FusedDecodeMode::kAuto);
     QCOMPARE(s.lookahead_max_seqs, -1);
   }
@@ -94,7 +93,6 @@ class CudaSwitchesTest : public QObject {
     qputenv("LATHE_CUDA_W8_DECODE_MAX_M", "0");
     qputenv("LATHE_CUDA_INT4_STREAM_FIT", "0");
     qputenv("LATHE_CUDA_W8_DECODE_BLOCKS", "1");
-    qputenv("LATHE_CUDA_W8_DECODE_MMA", "1");
     qputenv("LATHE_CUDA_FP8_GEMM", "0");
     qputenv("LATHE_CUDA_FP8_GEMM_MIN_M", "64");
     qputenv("LATHE_CUDA_KQUANT_NORM", "1");
@@ -119,7 +117,6 @@ class CudaSwitchesTest : public QObject {
     QCOMPARE(s.w8_decode_max_m, 0);
     QCOMPARE(s.w8_decode_blocks, 1);
     QVERIFY(!s.int4_stream_fit);
-    QVERIFY(s.w8_decode_mma);
     QCOMPARE(s.fp8_gemm_min_m, 64);
     QVERIFY(s.kquant_norm);
     QVERIFY(!s.mask_lookup_late && !s.mask_cache && !s.sampler_masks);
@@ -127,7 +124,7 @@ class CudaSwitchesTest : public QObject {
          {"kquant_norm=1", "gguf_repack=0", "int4_tile_pairs=0", "int4_norm_max_m=8", "fp8_gemm=0",
           "int4_tiles_max_m=32", "int4_gemm_max_m=2048", "mask_lookup_late=0", "mask_cache=0",
           "sampler_masks=0", "int4_stream_max_m=0", "int4_stream_stages=6", "int4_stream_blocks=3",
-          "w8_decode_max_m=0", "w8_decode_blocks=1", "int4_stream_fit=0", "w8_decode_mma=1"})
+          "w8_decode_max_m=0", "w8_decode_blocks=1", "int4_stream_fit=0"})
       QVERIFY2(s.describe().find(d) != std::string::npos, s.describe().c_str());
     QCOMPARE(s.decode_split_tokens, 64);
     QCOMPARE(s.decode_split_blocks_per_sm, 2);

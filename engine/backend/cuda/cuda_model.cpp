@@ -143,7 +143,6 @@ Status CudaModel::init(const LoadedModel& model) {
         q.int4_stream_fit = sw.int4_stream_fit;
         q.w8_decode_max_m = sw.w8_decode_max_m;
         q.w8_decode_blocks = sw.w8_decode_blocks;
-        q.w8_decode_mma = sw.w8_decode_mma;
         q.kquant_norm = sw.kquant_norm;
       }
   if (!sw.quant_rows) {

@@ -64,7 +64,6 @@ std::string CudaSwitches::describe() const {
   add(w8_decode_blocks != d.w8_decode_blocks,
       "w8_decode_blocks=" + std::to_string(w8_decode_blocks));
   add(int4_stream_fit != d.int4_stream_fit, "int4_stream_fit=0");
-  add(w8_decode_mma != d.w8_decode_mma, "w8_decode_mma=1");
   add(kquant_norm != d.kquant_norm, "kquant_norm=1");
   add(fp8_gemm != d.fp8_gemm, "fp8_gemm=0");
   add(fp8_gemm_min_m != d.fp8_gemm_min_m, "fp8_gemm_min_m=" + std::to_string(fp8_gemm_min_m));
@@ -138,7 +137,6 @@ CudaSwitches cuda_switches_from_environment(std::vector<std::string>* warnings) 
   int_switch("LATHE_CUDA_W8_DECODE_BLOCKS", 1, 2, "1 or 2 blocks per multiprocessor",
              &s.w8_decode_blocks);
   if (const char* v = env("LATHE_CUDA_INT4_STREAM_FIT")) s.int4_stream_fit = !is(v, "0");
-  if (const char* v = env("LATHE_CUDA_W8_DECODE_MMA")) s.w8_decode_mma = is(v, "1");
   if (const char* v = env("LATHE_CUDA_KQUANT_NORM")) s.kquant_norm = is(v, "1");
   if (const char* v = env("LATHE_CUDA_FP8_GEMM")) s.fp8_gemm = !is(v, "0");
   int_switch("LATHE_CUDA_FP8_GEMM_MIN_M", 1, 4096, "1 to 4096 rows", &s.fp8_gemm_min_m);

@@ -81,13 +81,9 @@ struct CudaSwitches {
   // all of a projection's parts in one launch with the RMSNorm input and the SwiGLU / RoPE-KV /
   // residual-add epilogues): LATHE_CUDA_W8_DECODE_MAX_M (0 to 4): the largest batch it takes (0:
   // never; then the rows kernel and W8A8 as before); LATHE_CUDA_W8_DECODE_BLOCKS (1 or 2): blocks
-  // per multiprocessor; LATHE_CUDA_W8_DECODE_MMA=1: its products at 1-2 rows on tensor cores
-  // (w8_mma.cuh) instead of scalar FMAs. Off by default: runs 85-86 measured it slower (8B FP8 B1
-  // 309 vs 330 tok/s with bf16 activations, 326 vs 342 with f16; INT8 278 vs 295; 70B FP8 46.0 vs
-  // 46.9).
+  // per multiprocessor.
   int32_t w8_decode_max_m = 4;
   int32_t w8_decode_blocks = 2;
-  bool w8_decode_mma = false;
   // LATHE_CUDA_KQUANT_NORM=1: k-quant QKV and gate|up launches at batch 1 normalize the residual
   // row themselves instead of reading the RMSNorm kernel's output. Off by default: run 59 measured
   // it slower (Q4_K_M 333 vs 338 tok/s, Q5_K_M 256 vs 286: the prologue adds to a register-bound

@@ -110,7 +110,6 @@ Status decode_gemv(const DecodeGemvArgs& a, cudaStream_t stream) {
   parts.nparts = a.nparts;
   parts.scales = a.scales;
   p.w8 = w8_rows(parts, a.k);
-  p.w8.tensor_cores = a.w8_tensor_cores;
   cudaError_t err = cudaSuccess;
   switch (a.weights) {
     case GemvWeights::kAct:

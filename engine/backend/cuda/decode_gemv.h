@@ -26,10 +26,7 @@
 //
 // 8-bit weights (DecodeGemvArgs::weights, W8A16; gemv_w8.h): the same kernel on rows of 8-bit codes
 // in parts; each lane dots a vector's 16 decoded weights with x in float32 and adds scale * dot to
-// the row's sum (a row's single scale loaded once per task, group scales per vector). At 1-2 rows
-// with one scale per row or groups of 64 and up, w8_tensor_cores runs the dots on tensor cores
-// instead (w8_mma.cuh: codes as f16 pairs, x as f16 scaled per token by a power of two, f32 sums;
-// opt-in, slower than the FMAs so far).
+// the row's sum (a row's single scale loaded once per task, group scales per vector).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -68,10 +65,6 @@ struct DecodeGemvArgs {
   GemvW8Part parts[kGemvMaxParts];
   int nparts = 0;
   GemvW8Scales scales;
-  // 8-bit weights at 1-2 rows with one scale per row or groups of 64 and up: the products on
-  // tensor cores (mma.sync, w8_mma.cuh; LATHE_CUDA_W8_DECODE_MMA=1); false (the default, faster in
-  // runs 85-86): scalar FMAs.
-  bool w8_tensor_cores = false;
 };
 
 // Whether the kernel takes this shape (k % 8 == 0, m in range, x fits in shared memory).

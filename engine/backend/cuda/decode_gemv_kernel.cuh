@@ -8,7 +8,6 @@
 #include "engine/backend/cuda/decode_gemv.h"
 #include "engine/backend/cuda/gemv_epilogue.cuh"
 #include "engine/backend/cuda/kernel_utils.cuh"
-#include "engine/backend/cuda/w8_mma.cuh"
 #include "engine/backend/cuda/w8_rows.cuh"
 
 namespace lathe::cuda::decode_gemv_detail {
@@ -153,15 +152,8 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_kernel(const Params p
   T* xs = reinterpret_cast<T*>(smem_raw);
   __shared__ double red[kWarps][M];
   __shared__ float inv_rms[M];
-  __shared__ float x_unscale[M];  // the tensor-core path's factor per token (w8_mma.cuh)
   constexpr bool kW8 = WK != GemvWeights::kAct;
   constexpr int kE = vector_elems<WK>();
-  // 8-bit weights with W8Rows::tensor_cores (opt-in), one scale per row or groups of 64 and up, at
-  // 1 or 2 tokens: the products on tensor cores (w8_mma.cuh); otherwise (smaller groups; 3-4
-  // tokens, whose fragments would not fit in the registers beside the loads in flight): scalar
-  // FMAs.
-  constexpr bool kMma = kW8 && M <= 2;
-  const bool mma = kMma && p.w8.tensor_cores && w8_mma_takes(p.w8.scales.group_shift);
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t k = p.k;
@@ -221,22 +213,13 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_kernel(const Params p
   pdl_trigger();
   build_x<T, M, IN>(p, xs, red, inv_rms);
   __syncthreads();
-  if constexpr (kMma) {
-    if (mma) w8_mma_activations<T, M, kWarps>(xs, p.k, reinterpret_cast<float*>(red), x_unscale);
-  }
-  const __half* xh = reinterpret_cast<const __half*>(xs);
 
   float acc[M][kRows];
-  float acc4[kMma ? M : 1][4];  // tensor-core path: the task's scaled d fragments
 #pragma unroll
   for (int m = 0; m < M; ++m) {
 #pragma unroll
     for (int r = 0; r < kRows; ++r) acc[m][r] = 0.f;
   }
-#pragma unroll
-  for (int m = 0; m < (kMma ? M : 1); ++m)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) acc4[m][i] = 0.f;
   int task = blockIdx.x * kWarps + warp, chunk = 0;
   // 8-bit weights: where the current task's rows find their scales, and with one scale per row
   // (per tensor or channel) that scale and zero point.
@@ -257,59 +240,10 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_kernel(const Params p
   };
   rows_of_task();
   auto consume = [&](const Step& b) {
-    if constexpr (kMma) {
-      if (mma) {
-#pragma unroll
-        for (int u = 0; u < kVecs; ++u) {
-          const int v = chunk * kChunk + u * 32 + lane;
-          if (chunk * kChunk + u * 32 >= kv) continue;  // the whole warp's vectors past the row
-          const bool ok = v < kv;
-          float sc[kRows];
-          uint32_t zero[kRows];
-#pragma unroll
-          for (int r = 0; r < kRows; ++r) {
-            float mz = 8388608.f + 128.f;
-            if (row_scales)
-              sc[r] = row_sc[r], mz = row_mz[r];
-            else if (ok)
-              scale_at<WK>(p.w8, cur[r], scale_index(p.w8, cur[r], v), sc[r], mz);
-            else
-              sc[r] = 0.f;
-            zero[r] = WK == GemvWeights::kInt8 ? w8_mma_zero(mz) : 0u;
-          }
-          // Inputs 16 v + 4 j .. + 3 of token m (0 past the row).
-          auto x4 = [&](int m, int j) {
-            return ok ? *reinterpret_cast<const uint2*>(xh + m * k + static_cast<int64_t>(v) * 16 +
-                                                        4 * j)
-                      : make_uint2(0u, 0u);
-          };
-          // Each fragment decoded once for the tokens.
-          float c[M][4];
-#pragma unroll
-          for (int m = 0; m < M; ++m)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) c[m][i] = 0.f;
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            uint32_t a[4];
-            w8_fragment<WK>(b.v[0][u], b.v[1][u], j, zero[0], zero[1], a);
-#pragma unroll
-            for (int m = 0; m < M; ++m) {
-              const uint2 xq = x4(m, j);
-              Mma<__half>::run(c[m], a, xq.x, xq.y);
-            }
-          }
-#pragma unroll
-          for (int m = 0; m < M; ++m)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) acc4[m][i] = fmaf(sc[i >> 1], c[m][i], acc4[m][i]);
-        }
-      }
-    }
 #pragma unroll
     for (int u = 0; u < kVecs; ++u) {
       const int v = chunk * kChunk + u * 32 + lane;
-      if (!mma && v < kv) {
+      if (v < kv) {
         if constexpr (kW8) {
           // Each row's dot with the vector's 16 inputs (two halves of 8), then scale * dot into
           // its sum.
@@ -359,18 +293,6 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_kernel(const Params p
       }
     }
     if (++chunk < chunks) return;
-    if constexpr (kMma) {
-      if (mma) {
-        // The lane's diagonal entries, unscaled, as its share of the rows' sums.
-#pragma unroll
-        for (int m = 0; m < M; ++m) {
-#pragma unroll
-          for (int r = 0; r < kRows; ++r) acc[m][r] = w8_diagonal(acc4[m], r, lane) * x_unscale[m];
-#pragma unroll
-          for (int i = 0; i < 4; ++i) acc4[m][i] = 0.f;
-        }
-      }
-    }
     // The task's rows are complete: reduce over the warp (every lane gets the sums), lane 0 stores
     // (lane m handles token m in the RoPE epilogue).
     int rows[kRows];

@@ -101,10 +101,9 @@ struct QuantPart {
   bool int4_stream_fit = true;  // fewer stages where the blocks' rings would not fit
   // FP8 and 8-bit integer parts: the largest batch at which a projection's parts run on the fused
   // decode kernel (quant_gemv_w8_parts; 0: never), and its blocks per multiprocessor (1 or 2);
-  // and whether its products run on tensor cores; CudaSwitches::w8_decode_*.
+  // CudaSwitches::w8_decode_*.
   int32_t w8_decode_max_m = 4;
   int32_t w8_decode_blocks = 2;
-  bool w8_decode_mma = false;
   // Bytes of this part on the device (data and its scales, zero points, g_idx).
   int64_t bytes() const;
 };

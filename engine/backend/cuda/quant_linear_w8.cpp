@@ -111,7 +111,6 @@ Result<DecodeGemvArgs> w8_args(const std::vector<QuantPart>& parts, int64_t n, i
   a.input = norm ? GemvInput::kRmsNorm : GemvInput::kPlain;
   a.output = output;
   a.blocks_per_sm = first.w8_decode_blocks;
-  a.w8_tensor_cores = first.w8_decode_mma;
   return a;
 }
 

@@ -14,7 +14,6 @@ struct W8Rows {
   GemvW8Part parts[kGemvMaxParts];
   GemvW8Scales scales;
   int32_t k = 0;
-  bool tensor_cores = false;  // DecodeGemvArgs::w8_tensor_cores
 };
 
 // The view of w (n: the product's rows; unused parts past them).
