@@ -50,12 +50,7 @@ Status decode_gemv(const DecodeGemvArgs& a, cudaStream_t stream) {
     return invalid_argument("decode_gemv: w and x must be 16-byte aligned");
   if (w8) {
     if (a.k % 16 != 0) return invalid_argument("decode_gemv: 8-bit weights need k % 16 == 0");
-    GemvW8 parts;
-    parts.weights = a.weights;
-    for (int i = 0; i < a.nparts && i < kGemvMaxParts; ++i) parts.parts[i] = a.parts[i];
-    parts.nparts = a.nparts;
-    parts.scales = a.scales;
-    LATHE_RETURN_IF_ERROR(check_w8("decode_gemv", parts, a.n));
+    LATHE_RETURN_IF_ERROR(check_w8("decode_gemv", a.w8, a.n));
   }
   if (a.input == GemvInput::kRmsNorm && (a.residual == nullptr || a.norm_weight == nullptr ||
                                          !aligned16(a.residual) || !aligned16(a.norm_weight)))
@@ -105,11 +100,7 @@ Status decode_gemv(const DecodeGemvArgs& a, cudaStream_t stream) {
   p.k = static_cast<int32_t>(a.k);
   p.eps = a.eps;
   p.out = pair_out(a.output, a.y, a.n, a.rope);
-  GemvW8 parts;
-  for (int i = 0; i < a.nparts; ++i) parts.parts[i] = a.parts[i];
-  parts.nparts = a.nparts;
-  parts.scales = a.scales;
-  p.w8 = w8_rows(parts, a.k);
+  p.w8 = w8_rows(a.w8, a.k);
   cudaError_t err = cudaSuccess;
   switch (a.weights) {
     case GemvWeights::kAct:

@@ -61,10 +61,8 @@ struct DecodeGemvArgs {
   float* residual_out = nullptr;   // kResidualAdd: [m, n] f32
   GemvRopeKv rope;                 // kRopeKv
   int blocks_per_sm = 1;
-  GemvWeights weights = GemvWeights::kAct;  // kAct: w; else parts[0, nparts) (w unused)
-  GemvW8Part parts[kGemvMaxParts];
-  int nparts = 0;
-  GemvW8Scales scales;
+  GemvWeights weights = GemvWeights::kAct;  // kAct: w; else w8 (w unused)
+  GemvW8 w8;
 };
 
 // Whether the kernel takes this shape (k % 8 == 0, m in range, x fits in shared memory).

@@ -30,9 +30,8 @@ struct GemvW8Scales {
   int32_t row_shift = 0, row_stride = 0, group_shift = 31;
   bool f16 = false;
 };
-// A product's 8-bit weights.
+// A product's 8-bit weights (their kind is the caller's GemvWeights).
 struct GemvW8 {
-  GemvWeights weights = GemvWeights::kFp8;
   GemvW8Part parts[kGemvMaxParts];
   int nparts = 0;
   GemvW8Scales scales;

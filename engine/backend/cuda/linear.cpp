@@ -28,7 +28,7 @@ bool LinearDispatcher::takes_epilogue(const DeviceLinear& w, int64_t m, GemvOutp
                                       const GemvRopeKv* rope) const {
   if (output == GemvOutput::kStore) return true;
   if (!w.parts.empty()) {
-    if (!fp8_gemm_takes(w, m) && quant_w8_parts_take(w.parts, w.n, m, output, rope)) return true;
+    if (w8_decode_takes(w, m, output, rope, /*norm=*/false)) return true;
     if (quant_kquant_parts_take(w.parts, w.n, m, output, rope)) return true;
     if (output == GemvOutput::kResidualAdd)
       return std::all_of(w.parts.begin(), w.parts.end(),
@@ -42,8 +42,7 @@ bool LinearDispatcher::takes_epilogue(const DeviceLinear& w, int64_t m, GemvOutp
 bool LinearDispatcher::takes_norm_input(const DeviceLinear& w, int64_t m, GemvOutput output,
                                         const GemvRopeKv* rope) const {
   return !w.parts.empty() && output != GemvOutput::kResidualAdd &&
-         ((!fp8_gemm_takes(w, m) && quant_w8_parts_take(w.parts, w.n, m, output, rope,
-                                                        /*norm=*/true)) ||
+         (w8_decode_takes(w, m, output, rope, /*norm=*/true) ||
           quant_kquant_parts_take(w.parts, w.n, m, output, rope, /*norm=*/true) ||
           quant_tile_pairs_take(w.parts, w.n, m, output, rope, /*norm=*/true));
 }
@@ -61,7 +60,7 @@ Status LinearDispatcher::run(const DeviceLinear& w, DType out_dtype, const void*
     const GemvRopeKv* r = output == GemvOutput::kRopeKv ? &rope : nullptr;
     // FP8 and 8-bit integers at decode batches: the projection's parts in one launch of the
     // fused decode kernel, with the epilogue and the RMSNorm input (W8A8 first where it applies).
-    if (!fp8_gemm_takes(w, m) && quant_w8_parts_take(w.parts, w.n, m, output, r, norm != nullptr))
+    if (w8_decode_takes(w, m, output, r, norm != nullptr))
       return quant_gemv_w8_parts(w.parts, dtype_, x, out_dtype, y, w.n, m, output, rope, stream,
                                  norm);
     // GGUF k-quants: the projection's parts in one launch per kind, with the epilogue and the
@@ -111,6 +110,11 @@ bool LinearDispatcher::fp8_gemm_takes(const DeviceLinear& w, int64_t m) const {
   for (const QuantPart& p : w.parts)
     if (p.format != WeightFormat::kFp8 || p.fp8_scale != ScaleGranularity::kTensor) return false;
   return dequant_ws_ != nullptr && fp8_codes_bytes(m, w.k) + 16 <= dequant_ws_bytes_;
+}
+
+bool LinearDispatcher::w8_decode_takes(const DeviceLinear& w, int64_t m, GemvOutput output,
+                                       const GemvRopeKv* rope, bool norm) const {
+  return !fp8_gemm_takes(w, m) && quant_w8_parts_take(w.parts, w.n, m, output, rope, norm);
 }
 
 Status LinearDispatcher::run_fp8(const DeviceLinear& w, DType out_dtype, const void* x, void* y,

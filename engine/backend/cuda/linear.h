@@ -103,6 +103,10 @@ class LinearDispatcher {
   }
   // Whether run() serves this stored product with the W8A8 path.
   bool fp8_gemm_takes(const DeviceLinear& w, int64_t m) const;
+  // Whether run() serves these 8-bit parts on the fused decode kernel (W8A8 first where it
+  // applies; norm: with the RMSNorm input).
+  bool w8_decode_takes(const DeviceLinear& w, int64_t m, GemvOutput output, const GemvRopeKv* rope,
+                       bool norm) const;
   // Whether run() serves this product with gemv.
   bool use_gemv(const DeviceLinear& w, DType out_dtype, int64_t m) const;
 

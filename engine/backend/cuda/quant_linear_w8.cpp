@@ -65,7 +65,7 @@ Result<DecodeGemvArgs> w8_args(const std::vector<QuantPart>& parts, int64_t n, i
   a.n = n;
   a.k = first.k;
   a.m = m;
-  a.nparts = static_cast<int>(parts.size());
+  a.w8.nparts = static_cast<int>(parts.size());
   int64_t row = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
     const QuantPart& p = parts[i];
@@ -76,10 +76,10 @@ Result<DecodeGemvArgs> w8_args(const std::vector<QuantPart>& parts, int64_t n, i
       return unsupported(
           "8-bit decode kernel: parts of one format and k, rows in order, no act-order");
     LATHE_ASSIGN_OR_RETURN(GemvW8Scales s, scales_of(p));
-    if (i == 0) a.scales = s;
-    if (!same_scales(s, a.scales))
+    if (i == 0) a.w8.scales = s;
+    if (!same_scales(s, a.w8.scales))
       return unsupported("8-bit decode kernel: the parts' scales are laid out differently");
-    GemvW8Part& q = a.parts[i];
+    GemvW8Part& q = a.w8.parts[i];
     q.codes = static_cast<const uint8_t*>(p.data);
     q.scales = p.scales;
     q.zeros = fp8 ? nullptr : p.zeros;
@@ -90,7 +90,7 @@ Result<DecodeGemvArgs> w8_args(const std::vector<QuantPart>& parts, int64_t n, i
   // Groups of fewer than 128 inputs (GGUF Q8_0 repacked: 32) load a scale every vector or two; at
   // batch 1 the rows kernel is faster there (run 81, Q8_0 8B: 239 tok/s against 253), from batch 2
   // this one (404 against 367 at 2, 562 against 486 at 4).
-  if (m == 1 && a.scales.group_shift < 7)
+  if (m == 1 && a.w8.scales.group_shift < 7)
     return unsupported("8-bit decode kernel: groups under 128 inputs from batch 2 (faster there)");
   if (norm && output == GemvOutput::kResidualAdd) {
     return unsupported("8-bit decode kernel: the residual add takes a plain input");
