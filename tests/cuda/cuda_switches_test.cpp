@@ -1,11 +1,13 @@
 // The CUDA backend's A/B switches (cuda_switches.h): defaults, the one reader of the LATHE_CUDA_*
-// environment, values out of range ignored with a warning each. Host only: runs without a GPU.
+// environment, values out of range ignored with a warning each; the int4 stream fit's policy
+// (quant_gemv_stream_policy.h). Host only: runs without a GPU.
 #include <QtTest>
 
 #include <string>
 #include <vector>
 
 #include "engine/backend/cuda/cuda_switches.h"
+#include "engine/backend/cuda/quant_gemv_stream_policy.h"
 
 using namespace lathe;
 
@@ -192,6 +194,39 @@ class CudaSwitchesTest : public QObject {
     QCOMPARE(cuda_switches_from_environment(&warnings).int4_gemm_max_m, 128);
     QCOMPARE(static_cast<int>(warnings.size()), 1);
     QVERIFY2(warnings[0].find("8 to 65536 rows") != std::string::npos, warnings[0].c_str());
+  }
+
+  // LATHE_CUDA_INT4_STREAM_FIT's policy (the streaming W4A16 kernel's ring depth): fitted to two
+  // blocks per multiprocessor only where a product has tasks for the second block (an H200: 132
+  // multiprocessors, 227 + 1 KB of shared memory each; Llama-3.1 shapes at batch 1, group 128).
+  void int4_stream_fit_follows_the_tasks() {
+    const int sms = 132;
+    const int64_t smem = 228 * 1024;
+    auto part = [](int64_t k, bool fit) {
+      cuda::QuantPart p;
+      p.k = k;
+      p.group_size = 128;
+      p.scale_dtype = DType::kF16;
+      p.int4_stream_stages = 4;
+      p.int4_stream_blocks = 2;
+      p.int4_stream_fit = fit;
+      return p;
+    };
+    using cuda::quant::stream_ring_stages;
+    // 70B qkv / gate|up (k 8192: 16 chunks per warp, up to 4 stages per task): with 1792 tasks
+    // two blocks per multiprocessor, which fit with 2 stages (70B: 53 tok/s against 44 with 4
+    // stages and one block); with fewer tasks than multiprocessors one block and the whole ring.
+    QCOMPARE(stream_ring_stages(part(8192, true), 1, 1792, smem, sms), 2);
+    QCOMPARE(stream_ring_stages(part(8192, true), 1, 128, smem, sms), 4);
+    QCOMPARE(stream_ring_stages(part(8192, false), 1, 1792, smem, sms), 4);
+    // 8B down_proj (k 14336, 4096 rows: 128 tasks for 132 multiprocessors): one block, the whole
+    // ring (run 86: fitting it to two blocks cost 9% of the step).
+    QCOMPARE(stream_ring_stages(part(14336, true), 1, 128, smem, sms), 4);
+    // 70B down_proj (k 28672, 256 tasks): two blocks fit at no depth (the staged activations
+    // alone are 56 KB), so one block with the deepest ring it fits, as with the tasks unknown.
+    const int32_t down70 = stream_ring_stages(part(28672, true), 1, 256, smem, sms);
+    QCOMPARE(down70, stream_ring_stages(part(28672, true), 1, 0, smem, sms));
+    QVERIFY2(down70 > 1 && down70 < 4, qPrintable(QString::number(down70)));
   }
 };
 

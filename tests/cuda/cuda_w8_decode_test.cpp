@@ -4,7 +4,8 @@
 // block; integers per channel, in groups of 32 / 64 / 128, with and without zero points, f16 and
 // f32 scales), parts of odd row counts, batches 1-4, both activation types; its epilogues (RMSNorm
 // input, SwiGLU, RoPE/KV in both styles with and without bias, the residual add) against its own
-// store followed by the unfused kernels, bit for bit; and bad calls refused with a message.
+// store followed by the unfused kernels, bit for bit; activations far outside f16's range; and bad
+// calls refused with a message.
 // W8A8 (FP8 per tensor from LATHE_CUDA_FP8_GEMM_MIN_M) is off in these dispatchers.
 #include <QtTest>
 
@@ -210,9 +211,10 @@ class CudaW8DecodeTest : public QObject {
               QString("%1 dtype=%2 m=%3").arg(layout_name(l)).arg(dtype_name(t).data()).arg(m);
           // Groups under 128 at batch 1: the rows kernel (checked against the CPU all the same).
           const bool small_groups = l == Layout::kIntG32F32 || l == Layout::kIntG64Zeros;
-          QVERIFY2(cuda::quant_w8_parts_take(p.w.parts, p.w.n, m, GemvOutput::kStore) ==
-                       (m > 1 || !small_groups),
-                   qPrintable(what));
+          const bool decode_kernel = m > 1 || !small_groups;
+          QVERIFY2(
+              cuda::quant_w8_parts_take(p.w.parts, p.w.n, m, GemvOutput::kStore) == decode_kernel,
+              qPrintable(what));
           const std::vector<float> x =
               round_to(t, random_floats(static_cast<size_t>(m * k), 70 + static_cast<uint32_t>(m)));
           std::vector<float> ref(static_cast<size_t>(m * p.w.n));
@@ -225,10 +227,53 @@ class CudaW8DecodeTest : public QObject {
           LATHE_CUDA_CHECK(cudaDeviceSynchronize());
           const size_t count = static_cast<size_t>(m * p.w.n);
           const double e32 = rel_error(y32.download<float>(count), ref);
-          QVERIFY2(e32 <= 2e-5, qPrintable(what + QString(" f32: relative error %1").arg(e32)));
+          // The decode kernel sums each vector's 8 products per f16 half in f16 (x scaled into
+          // [4, 8), 2^-11 per rounding): ~5e-4 relative for these weights (a numpy model of it,
+          // k = 1024, gave 4.7-4.9e-4); the rows kernel sums in f32.
+          const double tol32 = decode_kernel ? 2e-3 : 2e-5;
+          QVERIFY2(e32 <= tol32, qPrintable(what + QString(" f32: relative error %1").arg(e32)));
           const double e16 = rel_error(decode16(t, y16.download<uint16_t>(count)), ref);
           QVERIFY2(e16 <= 4e-3, qPrintable(what + QString(" 16-bit: relative error %1").arg(e16)));
         }
+      }
+    }
+  }
+
+  // Activations far outside f16's range (the kernel stages x in f16, scaled per token by a power
+  // of two): rows of bf16 x times 2^40 and 2^-40 match the CPU to the same relative error as rows
+  // near 1, and a row of zeros gives zeros (no overflow to infinity, no NaN, no flush to zero).
+  void activations_of_any_range() {
+    LATHE_REQUIRE_GPU();
+    auto gemm = cuda::Gemm::create();
+    QVERIFY(gemm.is_ok());
+    const int64_t k = 1024, m = 4;
+    cuda::LinearDispatcher disp(gemm.value().get(), DType::kBF16, true);
+    const float row_scale[m] = {0x1p40f, 1.f, 0.f, 0x1p-40f};
+    for (Layout l : {Layout::kFp8Tensor, Layout::kIntG128Zeros}) {
+      const Projection p = projection(l, {33, 16, 17}, k, 91);
+      QVERIFY(cuda::quant_w8_parts_take(p.w.parts, p.w.n, m, GemvOutput::kStore));
+      std::vector<float> x = random_floats(static_cast<size_t>(m * k), 93);
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t i = 0; i < k; ++i) x[r * k + i] *= row_scale[r];
+      x = round_to(DType::kBF16, x);
+      std::vector<float> ref(static_cast<size_t>(m * p.w.n));
+      const TensorView wv = make_view(DType::kF32, {p.w.n, k}, p.dense.data());
+      cpu::linear(x.data(), m, wv, nullptr, ref.data(), ThreadPool::global());
+      Dev dx = Dev::from(encode16(DType::kBF16, x));
+      Dev y32 = Dev::poisoned(m * p.w.n * 4);
+      LATHE_QVERIFY_OK(disp.run(p.w, DType::kF32, dx.get(), y32.get(), m, nullptr));
+      LATHE_CUDA_CHECK(cudaDeviceSynchronize());
+      const std::vector<float> y = y32.download<float>(static_cast<size_t>(m * p.w.n));
+      for (int64_t r = 0; r < m; ++r) {
+        const std::vector<float> yr(y.begin() + r * p.w.n, y.begin() + (r + 1) * p.w.n),
+            rr(ref.begin() + r * p.w.n, ref.begin() + (r + 1) * p.w.n);
+        const QString what = QString("%1 row scale %2").arg(layout_name(l)).arg(row_scale[r]);
+        if (row_scale[r] == 0.f) {
+          QVERIFY2(yr == std::vector<float>(yr.size(), 0.f), qPrintable(what));
+          continue;
+        }
+        const double e = rel_error(yr, rr);
+        QVERIFY2(e <= 2e-3, qPrintable(what + QString(": relative error %1").arg(e)));
       }
     }
   }

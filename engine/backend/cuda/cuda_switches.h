@@ -48,7 +48,8 @@ struct CudaSwitches {
   // LATHE_CUDA_FP8_GEMM_MIN_M (1 to 4096): the smallest batch that takes W8A8 (below it, the
   // bandwidth-bound W8A16 decode kernels). Run 45 (against the rows kernel): B2 431 vs 410, B4 882
   // vs 528, B8 1791 vs 612; B1 219 vs 299. Run 81 (against the fused 8-bit decode kernel, 8B
-  // tok/s): B2 430 vs 547, B4 873 vs 741: W8A8 from batch 3.
+  // tok/s): B2 430 vs 547, B4 873 vs 741: W8A8 from batch 3. Run 94 (the decode kernel's f16-pair
+  // products): 8B B3 647-655 vs 665-670, B4 873-882 vs 878-881; 70B B3 125 vs 92, B4 169 vs 122.
   int32_t fp8_gemm_min_m = 3;
   int32_t int4_tile_warps = 8;    // LATHE_CUDA_INT4_TILE_WARPS (4 or 8): the tile kernel's k split
   int32_t int4_tiles_max_m = 8;   // LATHE_CUDA_INT4_TILES_MAX_M (8 to 4096): see QuantPart
@@ -75,6 +76,8 @@ struct CudaSwitches {
   int32_t int4_stream_max_m = 2;
   int32_t int4_stream_stages = 4;
   int32_t int4_stream_blocks = 2;
+  // The stages are fitted (fewer) where a product has tasks for the blocks a multiprocessor would
+  // get but their rings would not fit together (quant_gemv_stream.cu stream_args()).
   // LATHE_CUDA_INT4_STREAM_FIT=0: the configured stages even where fewer blocks then fit (A/B).
   bool int4_stream_fit = true;
   // FP8 and 8-bit integer projections at decode batches on the fused decode kernel (decode_gemv.h,

@@ -25,8 +25,11 @@
 // (decode_gemv_fits()).
 //
 // 8-bit weights (DecodeGemvArgs::weights, W8A16; gemv_w8.h): the same kernel on rows of 8-bit codes
-// in parts; each lane dots a vector's 16 decoded weights with x in float32 and adds scale * dot to
-// the row's sum (a row's single scale loaded once per task, group scales per vector).
+// in parts; each lane dots a vector's 16 weights, decoded to f16 pairs, with x staged in f16
+// (scaled per token by a power of two that puts its largest |x| in [4, 8), undone after the sum):
+// 8 HFMA2 per vector, each half's 8-term partial sum in f16, then scale * dot into the row's
+// float32 sum (~5e-4 relative to a float32 dot; a row's single scale loaded once per task, group
+// scales per vector).
 #pragma once
 
 #include <cuda_runtime.h>

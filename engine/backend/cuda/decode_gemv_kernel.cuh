@@ -16,9 +16,10 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kRows = 2;  // output rows per warp task
 constexpr int kVecs = 4;  // 16-byte vectors per lane, per row and chunk
-constexpr int kChunk =
-    kVecs * 32;                   // vectors of a row per chunk (1024 16-bit or 2048 8-bit weights)
-constexpr int kStaticSmem = 512;  // reduction scratch (kWarps * M doubles) and 2 M floats
+// Vectors of a row per chunk (1024 16-bit or 2048 8-bit weights).
+constexpr int kChunk = kVecs * 32;
+// Static shared memory: reduction scratch (kWarps * M doubles, kWarps * M floats), 3 M floats.
+constexpr int kStaticSmem = 512;
 
 struct Params {
   const void* w;
@@ -51,12 +52,38 @@ struct Step {
   uint4 v[kRows][kVecs];
 };
 
-// x of the block into shared memory: xs[m * k + i], m < M.
-template <typename T, int M, GemvInput IN>
-__device__ __forceinline__ void build_x(const Params& p, T* xs, double (*red)[M], float* inv_rms) {
+// F16 staging: the scale 2^e of row m, whose largest |x| is t = max over warps of mx[w][m] times
+// `factor`, that brings t into [4, 8) (1 for a row of zeros, infinities or NaN); thread 0 stores
+// 2^-e in x_inv[m].
+template <int M>
+__device__ __forceinline__ float f16_row_scale(const float (*mx)[M], int m, float factor,
+                                               float* x_inv) {
+  float t = 0.f;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) t = fmaxf(t, mx[w][m]);
+  t *= factor;
+  // t = f 2^q with f in [0.5, 1): e = 3 - q.
+  const int q = static_cast<int>((__float_as_uint(t) >> 23) & 0xFF) - 126;
+  const int e = t > 0.f && t <= 3.4e38f ? max(-120, min(120, 3 - q)) : 0;
+  if (threadIdx.x == 0) x_inv[m] = __uint_as_float(static_cast<uint32_t>(127 - e) << 23);
+  return __uint_as_float(static_cast<uint32_t>(127 + e) << 23);
+}
+
+// x of the block into shared memory, xs[m * k + i], m < M: as T; or with F16 (8-bit weights) as
+// f16, row m scaled by a power of two 2^e[m] that brings its largest |x| into [4, 8) (exact unless
+// an element falls under f16's normal range 2^-14, i.e. under 2^-17 of the row's largest), so that
+// the products' f16 partial sums of 8 terms stay under 2^15 (|fp8| <= 448, |code - zero| <= 255);
+// x_inv[m] = 2^-e[m] undoes it. mx: scratch. The caller synchronizes the block after.
+template <typename T, int M, GemvInput IN, bool F16>
+__device__ __forceinline__ void build_x(const Params& p, T* xs, double (*red)[M], float* inv_rms,
+                                        float (*mx)[M], float* x_inv) {
   const int k = p.k;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float hi[M];  // F16: this thread's largest |x| (kPlain) or |h w| (kRmsNorm) per row
+#pragma unroll
+  for (int m = 0; m < M; ++m) hi[m] = 0.f;
   if constexpr (IN == GemvInput::kPlain) {
-    // M * k / 8 vectors, four loads in flight per thread.
+    // M * k / 8 vectors, four loads in flight per thread; thread t copies vectors t + j kThreads.
     const T* x = static_cast<const T*>(p.x);
     const int kv = k / 8;
 #pragma unroll
@@ -72,7 +99,37 @@ __device__ __forceinline__ void build_x(const Params& p, T* xs, double (*red)[M]
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
           const int v = v0 + q * kThreads;
-          if (v < kv) reinterpret_cast<uint4*>(xs + m * k)[v] = r[q];
+          if (v >= kv) continue;
+          reinterpret_cast<uint4*>(xs + m * k)[v] = r[q];
+          if constexpr (F16) {
+            float f[8];
+            to_float8<T>(r[q], f);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) hi[m] = fmaxf(hi[m], fabsf(f[e]));
+          }
+        }
+      }
+    }
+    if constexpr (F16) {
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        const float t = warp_max(hi[m]);
+        if (lane == 0) mx[warp][m] = t;
+      }
+      __syncthreads();
+      // Each thread rewrites its own vectors as scaled f16.
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        const float scale = f16_row_scale<M>(mx, m, 1.f, x_inv);
+        for (int v = threadIdx.x; v < kv; v += kThreads) {
+          float f[8];
+          load8(xs + m * k + 8 * v, f);
+          uint4 raw;
+          __half2* h = reinterpret_cast<__half2*>(&raw);
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+            h[i] = __floats2half2_rn(f[2 * i] * scale, f[2 * i + 1] * scale);
+          *reinterpret_cast<uint4*>(xs + m * k + 8 * v) = raw;
         }
       }
     }
@@ -87,28 +144,39 @@ __device__ __forceinline__ void build_x(const Params& p, T* xs, double (*red)[M]
       const int64_t s = p.row_index != nullptr ? p.row_index[m] : m;
       rows[m] = reinterpret_cast<const float4*>(p.residual + s * k);
     }
+    const float4* nw = reinterpret_cast<const float4*>(p.norm_weight);
     double ss[M];
 #pragma unroll
     for (int m = 0; m < M; ++m) ss[m] = 0.0;
     for (int g0 = threadIdx.x; g0 < groups; g0 += G * kThreads) {
-      float4 h[M][G];
+      float4 h[M][G], wv[G];
+#pragma unroll
+      for (int q = 0; q < G; ++q) {
+        const int g = g0 + q * kThreads;
+        if constexpr (F16) wv[q] = g < groups ? __ldg(nw + g) : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+        for (int m = 0; m < M; ++m)
+          h[m][q] = g < groups ? rows[m][g] : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
 #pragma unroll
       for (int m = 0; m < M; ++m)
 #pragma unroll
         for (int q = 0; q < G; ++q) {
-          const int g = g0 + q * kThreads;
-          h[m][q] = g < groups ? rows[m][g] : make_float4(0.f, 0.f, 0.f, 0.f);
+          ss[m] += sum_sq4(h[m][q]);
+          if constexpr (F16)
+            hi[m] =
+                fmaxf(fmaxf(hi[m], fmaxf(fabsf(h[m][q].x * wv[q].x), fabsf(h[m][q].y * wv[q].y))),
+                      fmaxf(fabsf(h[m][q].z * wv[q].z), fabsf(h[m][q].w * wv[q].w)));
         }
-#pragma unroll
-      for (int m = 0; m < M; ++m)
-#pragma unroll
-        for (int q = 0; q < G; ++q) ss[m] += sum_sq4(h[m][q]);
     }
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       const double t = warp_sum(ss[m]);
       if (lane == 0) red[warp][m] = t;
+      if constexpr (F16) {
+        const float u = warp_max(hi[m]);
+        if (lane == 0) mx[warp][m] = u;
+      }
     }
     __syncthreads();
     if (threadIdx.x < M) {
@@ -119,7 +187,11 @@ __device__ __forceinline__ void build_x(const Params& p, T* xs, double (*red)[M]
           static_cast<float>(1.0 / sqrt(t / static_cast<double>(k) + static_cast<double>(p.eps)));
     }
     __syncthreads();
-    const float4* nw = reinterpret_cast<const float4*>(p.norm_weight);
+    // F16: the row's largest |x| is its largest |h w| times inv_rms, give or take the rounding to
+    // T (2^-8; the partial sums' bound keeps room for it).
+    float scale[M];
+#pragma unroll
+    for (int m = 0; m < M; ++m) scale[m] = F16 ? f16_row_scale<M>(mx, m, inv_rms[m], x_inv) : 1.f;
     for (int g0 = threadIdx.x; g0 < groups; g0 += G * kThreads) {
       float4 h[M][G], wv[G];
 #pragma unroll
@@ -136,10 +208,21 @@ __device__ __forceinline__ void build_x(const Params& p, T* xs, double (*red)[M]
 #pragma unroll
         for (int q = 0; q < G; ++q) {
           const int g = g0 + q * kThreads;
-          if (g < groups)
-            store4(xs + m * k + 4 * g,
-                   make_float4((h[m][q].x * inv) * wv[q].x, (h[m][q].y * inv) * wv[q].y,
-                               (h[m][q].z * inv) * wv[q].z, (h[m][q].w * inv) * wv[q].w));
+          if (g >= groups) continue;
+          const float4 v = make_float4((h[m][q].x * inv) * wv[q].x, (h[m][q].y * inv) * wv[q].y,
+                                       (h[m][q].z * inv) * wv[q].z, (h[m][q].w * inv) * wv[q].w);
+          if constexpr (F16) {
+            const float sc = scale[m];
+            uint2 raw;
+            __half2* o = reinterpret_cast<__half2*>(&raw);
+            o[0] = __floats2half2_rn(to_float(from_float<T>(v.x)) * sc,
+                                     to_float(from_float<T>(v.y)) * sc);
+            o[1] = __floats2half2_rn(to_float(from_float<T>(v.z)) * sc,
+                                     to_float(from_float<T>(v.w)) * sc);
+            *reinterpret_cast<uint2*>(xs + m * k + 4 * g) = raw;
+          } else {
+            store4(xs + m * k + 4 * g, v);
+          }
         }
       }
     }
@@ -152,6 +235,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_kernel(const Params p
   T* xs = reinterpret_cast<T*>(smem_raw);
   __shared__ double red[kWarps][M];
   __shared__ float inv_rms[M];
+  __shared__ float x_max[kWarps][M], x_inv[M];  // 8-bit weights: build_x's f16 scales
   constexpr bool kW8 = WK != GemvWeights::kAct;
   constexpr int kE = vector_elems<WK>();
 
@@ -182,8 +266,17 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_kernel(const Params p
           b.v[r][u] = ok ? load_stream(pr.codes + static_cast<int64_t>(v) * 16)
                          : make_uint4(0u, 0u, 0u, 0u);
         }
+        // A row's single scale per channel (and zero point), loaded once per task by
+        // rows_of_task(), towards L2 with the task's first loads (a per-tensor scale, one address
+        // for every warp, is left to L1).
+        if (p.w8.scales.group_shift == 31 && p.w8.scales.row_stride != 0 && ld_chunk == 0 &&
+            row_ok && lane == 0) {
+          prefetch_l2(static_cast<const uint8_t*>(pr.scales) +
+                      (p.w8.scales.f16 ? 2 : 4) * pr.scale_row);
+          if (WK == GemvWeights::kInt8 && pr.zeros != nullptr) prefetch_l2(pr.zeros + pr.scale_row);
+        }
         // Group scales: the lines of this chunk's scales (and zero points) towards L2, one line per
-        // lane; consume() loads them. A row's single scale is loaded once per task instead.
+        // lane; consume() loads them.
         if (p.w8.scales.group_shift < 31 && row_ok) {
           const int si = scale_index(p.w8, pr, ld_chunk * kChunk);
           const int count = max(1, (kChunk * 16) >> p.w8.scales.group_shift);
@@ -211,7 +304,8 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_kernel(const Params p
 
   pdl_wait();
   pdl_trigger();
-  build_x<T, M, IN>(p, xs, red, inv_rms);
+  // 8-bit weights: x staged as scaled f16 for products in f16 pairs (build_x).
+  build_x<T, M, IN, kW8>(p, xs, red, inv_rms, x_max, x_inv);
   __syncthreads();
 
   float acc[M][kRows];
@@ -225,7 +319,8 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_kernel(const Params p
   // (per tensor or channel) that scale and zero point.
   const bool row_scales = p.w8.scales.group_shift == 31;
   PartRow cur[kRows];
-  float row_sc[kRows], row_mz[kRows];
+  float row_sc[kRows];
+  uint32_t row_mz[kRows];
   auto rows_of_task = [&] {
     if constexpr (kW8) {
       if (task >= tasks) return;
@@ -245,9 +340,11 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_kernel(const Params p
       const int v = chunk * kChunk + u * 32 + lane;
       if (v < kv) {
         if constexpr (kW8) {
-          // Each row's dot with the vector's 16 inputs (two halves of 8), then scale * dot into
-          // its sum.
-          float sc[kRows], mz[kRows];
+          // Each row's 16 weights as 8 f16 pairs; per token, the dot with the vector's 16 inputs
+          // (build_x) as 8 f16 pair products summed in f16 (each half 8 terms), then in f32,
+          // scale * dot into the row's sum.
+          float sc[kRows];
+          uint32_t mz[kRows];
 #pragma unroll
           for (int r = 0; r < kRows; ++r) {
             if (row_scales)
@@ -255,27 +352,28 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_kernel(const Params p
             else
               scale_at<WK>(p.w8, cur[r], scale_index(p.w8, cur[r], v), sc[r], mz[r]);
           }
-          float d[M][kRows];
+          __half2 wh[kRows][8];
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            float wf[kRows][8];
+          for (int r = 0; r < kRows; ++r) {
+            const uint32_t words[4] = {b.v[r][u].x, b.v[r][u].y, b.v[r][u].z, b.v[r][u].w};
 #pragma unroll
-            for (int r = 0; r < kRows; ++r) decode8<WK>(b.v[r][u], h, mz[r], wf[r]);
-#pragma unroll
-            for (int m = 0; m < M; ++m) {
-              float xf[8];
-              load8(xs + m * k + static_cast<int64_t>(v) * 16 + 8 * h, xf);
-#pragma unroll
-              for (int r = 0; r < kRows; ++r)
-#pragma unroll
-                for (int e = 0; e < 8; ++e)
-                  d[m][r] = fmaf(xf[e], wf[r][e], h == 0 && e == 0 ? 0.f : d[m][r]);
-            }
+            for (int i = 0; i < 8; ++i) wh[r][i] = decode_pair<WK>(words[i / 2], i % 2, mz[r]);
           }
 #pragma unroll
-          for (int m = 0; m < M; ++m)
+          for (int m = 0; m < M; ++m) {
+            const uint4* xq =
+                reinterpret_cast<const uint4*>(xs + m * k + static_cast<int64_t>(v) * 16);
+            uint4 xr[2] = {xq[0], xq[1]};
+            const __half2* xh = reinterpret_cast<const __half2*>(xr);
 #pragma unroll
-            for (int r = 0; r < kRows; ++r) acc[m][r] = fmaf(sc[r], d[m][r], acc[m][r]);
+            for (int r = 0; r < kRows; ++r) {
+              __half2 d = __hmul2(wh[r][0], xh[0]);
+#pragma unroll
+              for (int i = 1; i < 8; ++i) d = __hfma2(wh[r][i], xh[i], d);
+              const float2 f = __half22float2(d);
+              acc[m][r] = fmaf(sc[r], f.x + f.y, acc[m][r]);
+            }
+          }
         } else {
           float wf[kRows][8];
 #pragma unroll
@@ -301,7 +399,8 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_kernel(const Params p
       float s0 = 0.f, s1 = 0.f;
 #pragma unroll
       for (int m = 0; m < M; ++m) {
-        const float a0 = warp_sum(acc[m][0]), a1 = warp_sum(acc[m][1]);
+        float a0 = warp_sum(acc[m][0]), a1 = warp_sum(acc[m][1]);
+        if constexpr (kW8) a0 *= x_inv[m], a1 *= x_inv[m];
         acc[m][0] = acc[m][1] = 0.f;
         if (lane == m) s0 = a0, s1 = a1;
       }
@@ -313,6 +412,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_kernel(const Params p
 #pragma unroll
         for (int r = 0; r < kRows; ++r) {
           s[r] = warp_sum(acc[m][r]);
+          if constexpr (kW8) s[r] *= x_inv[m];
           acc[m][r] = 0.f;
         }
         if (lane != 0) continue;

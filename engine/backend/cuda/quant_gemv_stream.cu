@@ -4,6 +4,7 @@
 
 #include "engine/backend/cuda/bulk_copy.cuh"
 #include "engine/backend/cuda/quant_gemv_stream.cuh"
+#include "engine/backend/cuda/quant_gemv_stream_policy.h"
 
 namespace lathe::cuda::quant {
 namespace {
@@ -60,16 +61,24 @@ StreamArgs stream_layout(const QuantPart& p, int64_t m, int32_t stages) {
   return A;
 }
 
-// The layout with the part's int4_stream_stages, or fewer where int4_stream_blocks blocks of it
-// would not fit a multiprocessor's shared memory (budget; 1 KB of it reserved per block):
-// the second block per multiprocessor is worth more than ring depth (run 83, 70B: 2 stages and two
-// blocks 54.3 tok/s, 4 stages and one block 43.8).
-StreamArgs stream_args(const QuantPart& p, int64_t m, int64_t budget) {
-  const int64_t blocks = std::max(1, std::min(4, static_cast<int>(p.int4_stream_blocks)));
-  StreamArgs A = stream_layout(p, m, p.int4_stream_stages);
-  while (p.int4_stream_fit && A.stages > 1 && blocks * (A.smem + 1024) > budget)
-    A = stream_layout(p, m, A.stages - 1);
-  return A;
+// The layout with the part's int4_stream_stages, or fewer where the blocks a multiprocessor gets
+// would not fit its shared memory (budget; 1 KB of it reserved per block). A multiprocessor gets
+// int4_stream_blocks blocks, or fewer where the product has fewer tasks than that many per
+// multiprocessor (`tasks`, 0 when unknown: then one, the check of stream_kernel_takes), or fewer
+// where even one stage would not let them fit (then the deepest ring with which fewer do). A second
+// block per multiprocessor is worth more than ring depth where it has work (70B, run 86: 53.1 tok/s
+// against 43.9), and where it has none the shallower ring only costs (8B down_proj, 128 tasks for
+// 132 multiprocessors: 324 tok/s fitted against 358).
+StreamArgs stream_args(const QuantPart& p, int64_t m, int64_t budget, int64_t tasks, int sm_count) {
+  int64_t blocks = std::max(1, std::min(4, static_cast<int>(p.int4_stream_blocks)));
+  blocks = std::min(blocks, std::max<int64_t>(1, (tasks + sm_count - 1) / std::max(1, sm_count)));
+  const StreamArgs A = stream_layout(p, m, p.int4_stream_stages);
+  if (!p.int4_stream_fit) return A;
+  for (;; --blocks) {
+    StreamArgs F = A;
+    while (F.stages > 1 && blocks * (F.smem + 1024) > budget) F = stream_layout(p, m, F.stages - 1);
+    if (blocks == 1 || blocks * (F.smem + 1024) <= budget) return F;
+  }
 }
 
 // A multiprocessor's shared memory: the opt-in limit per block and the 1 KB the system keeps
@@ -345,6 +354,11 @@ bool aligned16(const void* p) {
 
 }  // namespace
 
+int32_t stream_ring_stages(const QuantPart& p, int64_t m, int64_t tasks, int64_t smem_per_sm,
+                           int sm_count) {
+  return stream_args(p, m, smem_per_sm, tasks, sm_count).stages;
+}
+
 bool stream_kernel_takes(const QuantPart* parts, int nparts, int64_t m) {
   if (nparts < 1 || m < 1 || m > kRedCols) return false;
   const QuantPart& p0 = parts[0];
@@ -360,20 +374,20 @@ bool stream_kernel_takes(const QuantPart* parts, int nparts, int64_t m) {
     return false;
   const DeviceLimits d = current_device_limits();
   if (d.major < 9) return false;
-  const StreamArgs A = stream_args(p0, m, smem_per_sm(d));
+  const StreamArgs A = stream_args(p0, m, smem_per_sm(d), 0, d.sm_count);
   return A.smem <= static_cast<uint32_t>(d.smem_optin);
 }
 
 cudaError_t launch_gemv_stream(const TileLaunch& L, DType act, const void* x, int64_t m,
                                cudaStream_t stream) {
   const QuantPart& p0 = L.parts[0];
-  StreamArgs A = stream_args(p0, m, smem_per_sm(current_device_limits()));
-  A.L = L;
   const int tasks = L.plan.tasks();
   if (tasks <= 0) return cudaSuccess;
+  const DeviceLimits d = current_device_limits();
+  StreamArgs A = stream_args(p0, m, smem_per_sm(d), tasks, d.sm_count);
+  A.L = L;
   const int per_sm = std::max(1, std::min(4, static_cast<int>(p0.int4_stream_blocks)));
-  const unsigned blocks =
-      static_cast<unsigned>(std::min(tasks, current_device_limits().sm_count * per_sm));
+  const unsigned blocks = static_cast<unsigned>(std::min(tasks, d.sm_count * per_sm));
   cudaError_t err = cudaSuccess;
   LATHE_DISPATCH_ACT(act, T, {
     const T* xt = static_cast<const T*>(x);

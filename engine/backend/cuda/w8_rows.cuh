@@ -28,30 +28,25 @@ inline W8Rows w8_rows(const GemvW8& w, int64_t k) {
   return r;
 }
 
-// Weights [8 h, 8 h + 8) of a vector of 16 8-bit weights, before their scale. kInt8: code - zero
-// without an integer conversion (a code under the exponent byte 0x4B is the float 2^23 + code;
-// mz = 2^23 + zero); kFp8: e4m3 pairs to half2 in one instruction (sm_89+), exact, then to float.
+// Weights 2 j and 2 j + 1 of a 32-bit word of codes as an f16 pair, before their scale, exact.
+// kInt8: code - zero, the codes under the exponent byte 0x64 (the f16 1024 + code) minus mz2, the
+// pair (1024 + zero, 1024 + zero) (f16_zero_pair); kFp8: e4m3 pairs to f16 pairs in one instruction
+// (sm_89+; every e4m3 value is an f16).
 template <GemvWeights WK>
-__device__ __forceinline__ void decode8(const uint4& raw, int h, float mz, float (&w)[8]) {
-  const uint32_t words[2] = {h == 0 ? raw.x : raw.z, h == 0 ? raw.y : raw.w};
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    if constexpr (WK == GemvWeights::kInt8) {
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        w[4 * i + j] =
-            __int_as_float(static_cast<int>(__byte_perm(words[i], 0x4B000000u, 0x7440 | j))) - mz;
-    } else {
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const __half2_raw hr = __nv_cvt_fp8x2_to_halfraw2(
-            static_cast<__nv_fp8x2_storage_t>(words[i] >> (16 * j)), __NV_E4M3);
-        const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&hr));
-        w[4 * i + 2 * j] = f.x;
-        w[4 * i + 2 * j + 1] = f.y;
-      }
-    }
+__device__ __forceinline__ __half2 decode_pair(uint32_t word, int j, uint32_t mz2) {
+  if constexpr (WK == GemvWeights::kInt8) {
+    const uint32_t h = __byte_perm(word, 0x64646464u, j == 0 ? 0x4140 : 0x4342);
+    return __hsub2(*reinterpret_cast<const __half2*>(&h), *reinterpret_cast<const __half2*>(&mz2));
+  } else {
+    const __half2_raw hr =
+        __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(word >> (16 * j)), __NV_E4M3);
+    return *reinterpret_cast<const __half2*>(&hr);
   }
+}
+
+// The f16 pair (1024 + zero, 1024 + zero) of decode_pair.
+__device__ __forceinline__ uint32_t f16_zero_pair(uint32_t zero) {
+  return (0x6400u | zero) * 0x00010001u;
 }
 
 // The 8-bit part that holds `row` (parts in row order; unused ones start at INT32_MAX), chosen
@@ -82,16 +77,15 @@ __device__ __forceinline__ int scale_index(const W8Rows& p, const PartRow& pr, i
   return pr.scale_row + ((v * 16) >> p.scales.group_shift);
 }
 
-// Scale and 2^23 + zero point (kInt8; zero 128 without zero points) at index si of a part.
+// Scale and decode_pair's zero pair (kInt8; zero 128 without zero points) at index si of a part.
 template <GemvWeights WK>
 __device__ __forceinline__ void scale_at(const W8Rows& p, const PartRow& pr, int si, float& scale,
-                                         float& mz) {
+                                         uint32_t& mz2) {
   scale = p.scales.f16 ? __half2float(__ldg(static_cast<const __half*>(pr.scales) + si))
                        : __ldg(static_cast<const float*>(pr.scales) + si);
-  mz = 0.f;
+  mz2 = 0u;
   if constexpr (WK == GemvWeights::kInt8)
-    mz = __int_as_float(
-        static_cast<int>(0x4B000000u | (pr.zeros != nullptr ? __ldg(pr.zeros + si) : 128u)));
+    mz2 = f16_zero_pair(pr.zeros != nullptr ? __ldg(pr.zeros + si) : 128u);
 }
 
 __device__ __forceinline__ void prefetch_l2(const void* ptr) {
