@@ -118,10 +118,9 @@ Status CudaModel::init(const LoadedModel& model) {
     log_info(strformat(
         "CUDA: FP8 weights on %s: per-tensor-scaled ones W8A8 on FP8 tensor cores from batch %d "
         "(activations quantized with one dynamic scale per product, as vLLM's --quantization fp8); "
-        "below that, and per-channel or block-scaled ones above batch %d, decoded to %s in the "
-        "products (W8A16)",
-        props().name.c_str(), sw.fp8_gemm_min_m, kQuantGemvMaxM,
-        std::string(dtype_name(options_.dtype)).c_str()));
+        "below that, and per-channel or block-scaled ones at every batch, decoded in the products "
+        "(W8A16, activations not quantized)",
+        props().name.c_str(), sw.fp8_gemm_min_m));
   else if (has_fp8)
     log_info(strformat(
         "CUDA: FP8 weights run as W8A16 on %s: decoded to %s in the matrix products, activations "
