@@ -15,6 +15,10 @@
 # Shapes: LATHE_AB_MODELS (default "llama-3.1-8b llama-3.1-70b", folders of benchmarks/configs).
 # LATHE_AB_ARGS: extra lathe_cuda_bench arguments for every variant (e.g. "--dtype f16"); LATHE_AB_TAG:
 # a word added to each line's and file's name (to tell such calls apart in one $OUT).
+# Builds: LATHE_AB_PLUGINS="NAME=FILE.so.xz ..." runs every variant with each build of the CUDA plugin
+# in turn (scripts/gpu/pack-plugin.sh NAME writes .devbin/plugin-NAME.so.xz; "NAME=" is the bundle's
+# own), LATHE_AB_ROUNDS times (default 1; 2 alternates them: A B A B), each line tagged NAME (-rN).
+# Each variant needs 40 s of the budget left to start.
 # Output: $OUT/decode-ab.txt (one line per variant) and each bench's output. Environment: OUT,
 # LATHE_GPU_BUDGET_S (default 300).
 set -uo pipefail
@@ -40,22 +44,48 @@ variants_of() {
   esac
 }
 
-for q in ${LATHE_AB_QUANT-int4}; do
-  for model in ${LATHE_AB_MODELS-llama-3.1-8b llama-3.1-70b}; do
-    for v in $(variants_of "$q"); do
-      name=${v%%:*}
-      setting=${v#*:}
-      [ "$(left)" -gt 40 ] || { log "out of time before $q $model $name"; break 3; }
-      out="$OUT/decode-ab-$q-$model-$name${LATHE_AB_TAG:+-$LATHE_AB_TAG}.txt"
-      qargs=()
-      [ "$q" != none ] && qargs=(--quantization "$q")
-      env ${setting:+"$setting"} timeout $(($(left) > 130 ? 120 : $(left) - 10)) "$BIN/lathe_cuda_bench" \
-        --model "benchmarks/configs/$model" --copy-gbps "${COPY:-0}" --gemm-tflops "${GEMM:-0}" \
-        "${qargs[@]}" ${LATHE_AB_ARGS:-} --latency 512,128 --decode "${LATHE_AB_DECODE:-1,2,4,8}" \
-        --skip prefill,throughput,profile --max-model-len 4096 > "$out" 2>&1
-      log "$q $model $name (${setting:-defaults}): exit $?"
-      echo "$q $model $name${LATHE_AB_TAG:+ $LATHE_AB_TAG} (${setting:-defaults}): $(grep -E '^(batch-1 decode|decode tok/s)' "$out" | tr '\n' ' ')" >> "$SUMMARY"
+# One pass over the formats, shapes and variants with the plugin now installed; TAG names it in the
+# lines and files. Returns 1 when out of time.
+run_variants() {
+  local TAG=$1 q model v name setting out
+  for q in ${LATHE_AB_QUANT-int4}; do
+    for model in ${LATHE_AB_MODELS-llama-3.1-8b llama-3.1-70b}; do
+      for v in $(variants_of "$q"); do
+        name=${v%%:*}
+        setting=${v#*:}
+        [ "$(left)" -gt 40 ] || { log "out of time before $q $model $name${TAG:+ $TAG}"; return 1; }
+        out="$OUT/decode-ab-$q-$model-$name${TAG:+-$TAG}.txt"
+        qargs=()
+        [ "$q" != none ] && qargs=(--quantization "$q")
+        env ${setting:+"$setting"} timeout $(($(left) > 130 ? 120 : $(left) - 10)) "$BIN/lathe_cuda_bench" \
+          --model "benchmarks/configs/$model" --copy-gbps "${COPY:-0}" --gemm-tflops "${GEMM:-0}" \
+          "${qargs[@]}" ${LATHE_AB_ARGS:-} --latency 512,128 --decode "${LATHE_AB_DECODE:-1,2,4,8}" \
+          --skip prefill,throughput,profile --max-model-len 4096 > "$out" 2>&1
+        log "$q $model $name${TAG:+ $TAG} (${setting:-defaults}): exit $?"
+        echo "$q $model $name${TAG:+ $TAG} (${setting:-defaults}): $(grep -E '^(batch-1 decode|decode tok/s)' "$out" | tr '\n' ' ')" >> "$SUMMARY"
+      done
     done
   done
+}
+
+# Builds of the CUDA plugin (LATHE_AB_PLUGINS), installed in turn under the unpacked bundle; the
+# bundle's own is kept beside it so that "NAME=" can put it back.
+BUNDLED="$DIR/lib/liblathe_cuda.so.bundled"
+[ -f "$BUNDLED" ] || cp "$DIR/lib/liblathe_cuda.so" "$BUNDLED"
+for round in $(seq 1 "${LATHE_AB_ROUNDS:-1}"); do
+  for plugin in ${LATHE_AB_PLUGINS:-=}; do
+    pname=${plugin%%=*}
+    pfile=${plugin#*=}
+    if [ -n "$pfile" ]; then
+      xz -dc "$pfile" > "$DIR/lib/liblathe_cuda.so" || { log "cannot unpack $pfile"; exit 2; }
+    else
+      cp "$BUNDLED" "$DIR/lib/liblathe_cuda.so"
+    fi
+    tag=${LATHE_AB_TAG:-}
+    [ -n "$pname" ] && tag=${tag:+$tag-}$pname
+    [ "${LATHE_AB_ROUNDS:-1}" -gt 1 ] && tag=$tag-r$round
+    run_variants "$tag" || break 2
+  done
 done
+cp "$BUNDLED" "$DIR/lib/liblathe_cuda.so"
 cat "$SUMMARY"
