@@ -28,10 +28,7 @@ gpu_begin 300
 LOG="$OUT/decode-ab.log"
 : > "$LOG"
 gpu_unpack_bundle bin/lathe_cuda_bench || exit 2
-if [ ! -s "$OUT/bounds.txt" ]; then
-  timeout 180 "$BIN/lathe_gpu_bounds" > "$OUT/bounds.txt" 2>&1
-fi
-gpu_read_bounds "$OUT/bounds.txt"
+gpu_bounds
 SUMMARY="$OUT/decode-ab.txt"
 echo "bounds: device copy ${COPY:-?} GB/s, BF16 GEMM ${GEMM:-?} TFLOP/s" >> "$SUMMARY"
 

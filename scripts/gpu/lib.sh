@@ -47,6 +47,15 @@ gpu_unpack_bundle() {
   export LD_LIBRARY_PATH="$DIR/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 }
 
+# gpu_bounds: COPY and GEMM (gpu_read_bounds) from $OUT/bounds.txt, measured first by
+# $BIN/lathe_gpu_bounds (gpu_unpack_bundle) unless an earlier script of the same call wrote it.
+gpu_bounds() {
+  if [ ! -s "$OUT/bounds.txt" ]; then
+    timeout 180 "$BIN/lathe_gpu_bounds" > "$OUT/bounds.txt" 2>&1
+  fi
+  gpu_read_bounds "$OUT/bounds.txt"
+}
+
 # gpu_read_bounds FILE: COPY (device copy bandwidth, GB/s, read+write) and GEMM (BF16 GEMM,
 # TFLOP/s) from lathe_gpu_bounds' output in FILE; empty where FILE lacks them.
 gpu_read_bounds() {

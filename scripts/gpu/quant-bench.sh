@@ -25,10 +25,7 @@ LOG="$OUT/quant-bench.log"
 
 gpu_unpack_bundle bin/lathe_cuda_bench || exit 2
 
-if [ ! -s "$OUT/bounds.txt" ]; then
-  timeout 180 "$BIN/lathe_gpu_bounds" > "$OUT/bounds.txt" 2>&1
-fi
-gpu_read_bounds "$OUT/bounds.txt"
+gpu_bounds
 SUMMARY=("bounds: device copy ${COPY:-?} GB/s, BF16 GEMM ${GEMM:-?} TFLOP/s")
 # One bench output into the summary: its weights line under `head`, its figure lines, and its first
 # errors under `who`.

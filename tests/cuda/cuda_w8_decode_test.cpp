@@ -116,6 +116,14 @@ Projection projection(Layout l, const std::vector<int64_t>& rows, int64_t k, uin
   return stack(std::move(parts));
 }
 
+// The CPU reference's product of m rows of x [m, k] with the projection's dense weights: [m, n].
+std::vector<float> cpu_product(const Projection& p, const std::vector<float>& x, int64_t m) {
+  std::vector<float> y(static_cast<size_t>(m * p.w.n));
+  const TensorView wv = make_view(DType::kF32, {p.w.n, p.w.k}, p.dense.data());
+  cpu::linear(x.data(), m, wv, nullptr, y.data(), ThreadPool::global());
+  return y;
+}
+
 // A part's shape only (takes() never reads the data).
 cuda::QuantPart shape(WeightFormat f, int64_t n, int64_t k, int group = 0) {
   alignas(16) static uint8_t bytes[16];
@@ -217,9 +225,7 @@ class CudaW8DecodeTest : public QObject {
               qPrintable(what));
           const std::vector<float> x =
               round_to(t, random_floats(static_cast<size_t>(m * k), 70 + static_cast<uint32_t>(m)));
-          std::vector<float> ref(static_cast<size_t>(m * p.w.n));
-          const TensorView wv = make_view(DType::kF32, {p.w.n, k}, p.dense.data());
-          cpu::linear(x.data(), m, wv, nullptr, ref.data(), ThreadPool::global());
+          const std::vector<float> ref = cpu_product(p, x, m);
           Dev dx = Dev::from(encode16(t, x));
           Dev y32 = Dev::poisoned(m * p.w.n * 4), y16 = Dev::poisoned(m * p.w.n * 2);
           LATHE_QVERIFY_OK(disp.run(p.w, DType::kF32, dx.get(), y32.get(), m, nullptr));
@@ -256,9 +262,7 @@ class CudaW8DecodeTest : public QObject {
       for (int64_t r = 0; r < m; ++r)
         for (int64_t i = 0; i < k; ++i) x[r * k + i] *= row_scale[r];
       x = round_to(DType::kBF16, x);
-      std::vector<float> ref(static_cast<size_t>(m * p.w.n));
-      const TensorView wv = make_view(DType::kF32, {p.w.n, k}, p.dense.data());
-      cpu::linear(x.data(), m, wv, nullptr, ref.data(), ThreadPool::global());
+      const std::vector<float> ref = cpu_product(p, x, m);
       Dev dx = Dev::from(encode16(DType::kBF16, x));
       Dev y32 = Dev::poisoned(m * p.w.n * 4);
       LATHE_QVERIFY_OK(disp.run(p.w, DType::kF32, dx.get(), y32.get(), m, nullptr));

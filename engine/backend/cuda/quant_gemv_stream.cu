@@ -61,6 +61,12 @@ StreamArgs stream_layout(const QuantPart& p, int64_t m, int32_t stages) {
   return A;
 }
 
+// The part's int4_stream_blocks, clamped to the 1..4 blocks per multiprocessor the kernel is built
+// for.
+int stream_blocks_per_sm(const QuantPart& p) {
+  return std::max(1, std::min(4, static_cast<int>(p.int4_stream_blocks)));
+}
+
 // The layout with the part's int4_stream_stages, or fewer where the blocks a multiprocessor gets
 // would not fit its shared memory (budget; 1 KB of it reserved per block). A multiprocessor gets
 // int4_stream_blocks blocks, or fewer where the product has fewer tasks than that many per
@@ -70,7 +76,7 @@ StreamArgs stream_layout(const QuantPart& p, int64_t m, int32_t stages) {
 // against 43.9), and where it has none the shallower ring only costs (8B down_proj, 128 tasks for
 // 132 multiprocessors: 324 tok/s fitted against 358).
 StreamArgs stream_args(const QuantPart& p, int64_t m, int64_t budget, int64_t tasks, int sm_count) {
-  int64_t blocks = std::max(1, std::min(4, static_cast<int>(p.int4_stream_blocks)));
+  int64_t blocks = stream_blocks_per_sm(p);
   blocks = std::min(blocks, std::max<int64_t>(1, (tasks + sm_count - 1) / std::max(1, sm_count)));
   const StreamArgs A = stream_layout(p, m, p.int4_stream_stages);
   if (!p.int4_stream_fit) return A;
@@ -386,8 +392,8 @@ cudaError_t launch_gemv_stream(const TileLaunch& L, DType act, const void* x, in
   const DeviceLimits d = current_device_limits();
   StreamArgs A = stream_args(p0, m, smem_per_sm(d), tasks, d.sm_count);
   A.L = L;
-  const int per_sm = std::max(1, std::min(4, static_cast<int>(p0.int4_stream_blocks)));
-  const unsigned blocks = static_cast<unsigned>(std::min(tasks, d.sm_count * per_sm));
+  const unsigned blocks =
+      static_cast<unsigned>(std::min(tasks, d.sm_count * stream_blocks_per_sm(p0)));
   cudaError_t err = cudaSuccess;
   LATHE_DISPATCH_ACT(act, T, {
     const T* xt = static_cast<const T*>(x);
