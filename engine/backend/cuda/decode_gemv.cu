@@ -101,16 +101,21 @@ Status decode_gemv(const DecodeGemvArgs& a, cudaStream_t stream) {
   p.eps = a.eps;
   p.out = pair_out(a.output, a.y, a.n, a.rope);
   p.w8 = w8_rows(a.w8, a.k);
+  // One scale per row (per tensor or channel) takes the kernels whose loads keep each task's row
+  // pointers (decode_gemv_kernel.cuh, RS).
+  const bool rs = a.w8.scales.group_shift == 31;
   cudaError_t err = cudaSuccess;
   switch (a.weights) {
     case GemvWeights::kAct:
-      err = launch_weights<GemvWeights::kAct>(a, p, blocks, smem, stream);
+      err = launch_weights<GemvWeights::kAct, false>(a, p, blocks, smem, stream);
       break;
     case GemvWeights::kFp8:
-      err = launch_weights<GemvWeights::kFp8>(a, p, blocks, smem, stream);
+      err = rs ? launch_weights<GemvWeights::kFp8, true>(a, p, blocks, smem, stream)
+               : launch_weights<GemvWeights::kFp8, false>(a, p, blocks, smem, stream);
       break;
     case GemvWeights::kInt8:
-      err = launch_weights<GemvWeights::kInt8>(a, p, blocks, smem, stream);
+      err = rs ? launch_weights<GemvWeights::kInt8, true>(a, p, blocks, smem, stream)
+               : launch_weights<GemvWeights::kInt8, false>(a, p, blocks, smem, stream);
       break;
   }
   if (err != cudaSuccess) return cuda_error(err, "launch of decode_gemv_kernel");

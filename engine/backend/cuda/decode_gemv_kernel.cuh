@@ -1,6 +1,7 @@
 // The kernel of decode_gemv.h, templated on the weights' storage (GemvWeights): decode_gemv.cu
-// instantiates it for rows of the activation dtype, decode_gemv_fp8.cu and decode_gemv_int8.cu for
-// 8-bit parts (split so that two cores compile them in parallel). Internal to the CUDA backend.
+// instantiates it for rows of the activation dtype, decode_gemv_{fp8,int8}.cu for 8-bit parts with
+// one scale per row and decode_gemv_{fp8,int8}_groups.cu for group or block scales (split so that
+// two cores compile them in parallel). Internal to the CUDA backend.
 #pragma once
 
 #include <atomic>
@@ -229,7 +230,12 @@ __device__ __forceinline__ void build_x(const Params& p, T* xs, double (*red)[M]
   }
 }
 
-template <typename T, typename OutT, int M, GemvInput IN, GemvOutput OUT, GemvWeights WK>
+// RS (8-bit weights only): every row has one scale (per tensor or channel; group_shift 31). The
+// loads of rows of the activation type, and of 8-bit rows with RS, find each task's row pointers
+// once, at the task's first chunk, and address the chunks from them; 8-bit rows with group scales
+// look their rows' parts up at every step, which keeps the registers of the M = 3-4 instantiations
+// under their budget (run 100).
+template <typename T, typename OutT, int M, GemvInput IN, GemvOutput OUT, GemvWeights WK, bool RS>
 __global__ void __launch_bounds__(kThreads, 2) decode_gemv_kernel(const Params p) {
   extern __shared__ __align__(16) uint8_t smem_raw[];
   T* xs = reinterpret_cast<T*>(smem_raw);
@@ -246,54 +252,78 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_kernel(const Params p
   const int tasks = OUT == GemvOutput::kSwiglu ? p.out.pair_stride : (p.out.n + kRows - 1) / kRows;
   const int nw = gridDim.x * kWarps;
 
+  static_assert(!RS || kW8, "RS is for 8-bit weights");
+  constexpr bool kRowPtrs = RS || !kW8;
+
   // Loads run ahead of the arithmetic by two (task, chunk) steps.
   int ld_task = blockIdx.x * kWarps + warp, ld_chunk = 0;
+  // kRowPtrs: the load task's rows at this lane's vector of the current chunk (a row past n reads
+  // row 0; its sums are never stored).
+  const uint8_t* ld_codes[kRows];
   auto issue = [&](Step& b) {
     if (ld_task >= tasks) return;
+    if constexpr (kRowPtrs) {
+      if (ld_chunk == 0) {
+        int rows[kRows];
+        task_rows<OUT>(p.out, ld_task, rows[0], rows[1]);
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) {
+          const int row = rows[r] < p.out.n ? rows[r] : 0;
+          if constexpr (kW8) {
+            const PartRow pr = part_row(p.w8, row);
+            ld_codes[r] = pr.codes + lane * 16;
+            // The row's scale (and zero point) towards L2; consume() loads it at the task's
+            // start (a per-tensor scale, one address for every warp, is left to L1).
+            if (p.w8.scales.row_stride != 0 && lane == 0) {
+              prefetch_l2(static_cast<const uint8_t*>(pr.scales) +
+                          (p.w8.scales.f16 ? 2 : 4) * pr.scale_row);
+              if (WK == GemvWeights::kInt8 && pr.zeros != nullptr)
+                prefetch_l2(pr.zeros + pr.scale_row);
+            }
+          } else {
+            ld_codes[r] =
+                reinterpret_cast<const uint8_t*>(static_cast<const T*>(p.w) + row * k) + lane * 16;
+          }
+        }
+      }
+      // Vectors past k are not loaded: consume() skips them.
+      const int v0 = ld_chunk * kChunk + lane;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+        for (int u = 0; u < kVecs; ++u)
+          if (v0 + u * 32 < kv) b.v[r][u] = load_stream(ld_codes[r] + u * 32 * 16);
+        ld_codes[r] += kChunk * 16;
+      }
+      if (++ld_chunk == chunks) ld_chunk = 0, ld_task += nw;
+      return;
+    }
+    // 8-bit rows with group scales.
     int rows[kRows];
     task_rows<OUT>(p.out, ld_task, rows[0], rows[1]);
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       const int row = rows[r];
       const bool row_ok = row < p.out.n;
-      if constexpr (kW8) {
-        // The codes, and the vectors' scales and zero points towards L2 (consume() loads them).
-        const PartRow pr = part_row(p.w8, row_ok ? row : 0);
+      // The codes, and the vectors' scales and zero points towards L2 (consume() loads them).
+      const PartRow pr = part_row(p.w8, row_ok ? row : 0);
 #pragma unroll
-        for (int u = 0; u < kVecs; ++u) {
-          const int v = ld_chunk * kChunk + u * 32 + lane;
-          const bool ok = row_ok && v < kv;
-          b.v[r][u] = ok ? load_stream(pr.codes + static_cast<int64_t>(v) * 16)
-                         : make_uint4(0u, 0u, 0u, 0u);
-        }
-        // A row's single scale per channel (and zero point), loaded once per task by
-        // rows_of_task(), towards L2 with the task's first loads (a per-tensor scale, one address
-        // for every warp, is left to L1).
-        if (p.w8.scales.group_shift == 31 && p.w8.scales.row_stride != 0 && ld_chunk == 0 &&
-            row_ok && lane == 0) {
-          prefetch_l2(static_cast<const uint8_t*>(pr.scales) +
-                      (p.w8.scales.f16 ? 2 : 4) * pr.scale_row);
-          if (WK == GemvWeights::kInt8 && pr.zeros != nullptr) prefetch_l2(pr.zeros + pr.scale_row);
-        }
-        // Group scales: the lines of this chunk's scales (and zero points) towards L2, one line per
-        // lane; consume() loads them.
-        if (p.w8.scales.group_shift < 31 && row_ok) {
-          const int si = scale_index(p.w8, pr, ld_chunk * kChunk);
-          const int count = max(1, (kChunk * 16) >> p.w8.scales.group_shift);
-          const int size = p.w8.scales.f16 ? 2 : 4;
-          if (lane * 128 < count * size)
-            prefetch_l2(static_cast<const uint8_t*>(pr.scales) + size * si + lane * 128);
-          if (WK == GemvWeights::kInt8 && pr.zeros != nullptr && lane * 128 < count)
-            prefetch_l2(pr.zeros + si + lane * 128);
-        }
-      } else {
-        const T* wr = static_cast<const T*>(p.w) + (row_ok ? static_cast<int64_t>(row) : 0) * k;
-#pragma unroll
-        for (int u = 0; u < kVecs; ++u) {
-          const int v = ld_chunk * kChunk + u * 32 + lane;
-          b.v[r][u] = row_ok && v < kv ? load_stream(wr + static_cast<int64_t>(v) * 8)
-                                       : make_uint4(0u, 0u, 0u, 0u);
-        }
+      for (int u = 0; u < kVecs; ++u) {
+        const int v = ld_chunk * kChunk + u * 32 + lane;
+        const bool ok = row_ok && v < kv;
+        b.v[r][u] =
+            ok ? load_stream(pr.codes + static_cast<int64_t>(v) * 16) : make_uint4(0u, 0u, 0u, 0u);
+      }
+      // The lines of this chunk's group scales (and zero points) towards L2, one line per lane;
+      // consume() loads them.
+      if (row_ok) {
+        const int si = scale_index(p.w8, pr, ld_chunk * kChunk);
+        const int count = max(1, (kChunk * 16) >> p.w8.scales.group_shift);
+        const int size = p.w8.scales.f16 ? 2 : 4;
+        if (lane * 128 < count * size)
+          prefetch_l2(static_cast<const uint8_t*>(pr.scales) + size * si + lane * 128);
+        if (WK == GemvWeights::kInt8 && pr.zeros != nullptr && lane * 128 < count)
+          prefetch_l2(pr.zeros + si + lane * 128);
       }
     }
     if (++ld_chunk == chunks) ld_chunk = 0, ld_task += nw;
@@ -316,8 +346,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_kernel(const Params p
   }
   int task = blockIdx.x * kWarps + warp, chunk = 0;
   // 8-bit weights: where the current task's rows find their scales, and with one scale per row
-  // (per tensor or channel) that scale and zero point.
-  const bool row_scales = p.w8.scales.group_shift == 31;
+  // (RS) that scale and zero point.
   PartRow cur[kRows];
   float row_sc[kRows];
   uint32_t row_mz[kRows];
@@ -329,15 +358,16 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_kernel(const Params p
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
         cur[r] = part_row(p.w8, rows[r] < p.out.n ? rows[r] : 0);
-        if (row_scales) scale_at<WK>(p.w8, cur[r], cur[r].scale_row, row_sc[r], row_mz[r]);
+        if constexpr (RS) scale_at<WK>(p.w8, cur[r], cur[r].scale_row, row_sc[r], row_mz[r]);
       }
     }
   };
   rows_of_task();
   auto consume = [&](const Step& b) {
+    const int v0 = chunk * kChunk + lane;
 #pragma unroll
     for (int u = 0; u < kVecs; ++u) {
-      const int v = chunk * kChunk + u * 32 + lane;
+      const int v = v0 + u * 32;
       if (v < kv) {
         if constexpr (kW8) {
           // Each row's 16 weights as 8 f16 pairs; per token, the dot with the vector's 16 inputs
@@ -347,7 +377,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_kernel(const Params p
           uint32_t mz[kRows];
 #pragma unroll
           for (int r = 0; r < kRows; ++r) {
-            if (row_scales)
+            if constexpr (RS)
               sc[r] = row_sc[r], mz[r] = row_mz[r];
             else
               scale_at<WK>(p.w8, cur[r], scale_index(p.w8, cur[r], v), sc[r], mz[r]);
@@ -361,8 +391,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_kernel(const Params p
           }
 #pragma unroll
           for (int m = 0; m < M; ++m) {
-            const uint4* xq =
-                reinterpret_cast<const uint4*>(xs + m * k + static_cast<int64_t>(v) * 16);
+            const uint4* xq = reinterpret_cast<const uint4*>(xs + m * p.k + v * 16);
             uint4 xr[2] = {xq[0], xq[1]};
             const __half2* xh = reinterpret_cast<const __half2*>(xr);
 #pragma unroll
@@ -381,7 +410,7 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_kernel(const Params p
 #pragma unroll
           for (int m = 0; m < M; ++m) {
             float xf[8];
-            load8(xs + m * k + static_cast<int64_t>(v) * 8, xf);
+            load8(xs + m * p.k + v * 8, xf);
 #pragma unroll
             for (int r = 0; r < kRows; ++r)
 #pragma unroll
@@ -447,9 +476,9 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_kernel(const Params p
   }
 }
 
-template <typename T, typename OutT, int M, GemvInput IN, GemvOutput OUT, GemvWeights WK>
+template <typename T, typename OutT, int M, GemvInput IN, GemvOutput OUT, GemvWeights WK, bool RS>
 cudaError_t launch_one(const Params& p, int blocks, size_t smem, cudaStream_t stream) {
-  auto kernel = decode_gemv_kernel<T, OutT, M, IN, OUT, WK>;
+  auto kernel = decode_gemv_kernel<T, OutT, M, IN, OUT, WK, RS>;
   static std::atomic<size_t> configured{48 << 10};
   const cudaError_t err = allow_dynamic_smem(kernel, smem, configured);
   if (err != cudaSuccess) return err;
@@ -460,52 +489,56 @@ cudaError_t launch_one(const Params& p, int blocks, size_t smem, cudaStream_t st
 // The combinations the runner uses (and plain products for tools and tests): plain -> store,
 // plain -> residual add (o_proj, down_proj), norm -> store (qkv_proj; lm_head in f32),
 // norm -> SwiGLU (gate_up_proj), norm -> RoPE/KV (qkv_proj). decode_gemv() refuses the others.
-template <typename T, int M, GemvWeights WK>
+template <typename T, int M, GemvWeights WK, bool RS>
 cudaError_t launch_m(const DecodeGemvArgs& a, const Params& p, int blocks, size_t smem,
                      cudaStream_t stream) {
   constexpr GemvInput kPlain = GemvInput::kPlain, kNorm = GemvInput::kRmsNorm;
   constexpr GemvOutput kStore = GemvOutput::kStore;
   const bool norm = a.input == kNorm;
   if (a.output == GemvOutput::kResidualAdd)
-    return launch_one<T, T, M, kPlain, GemvOutput::kResidualAdd, WK>(p, blocks, smem, stream);
+    return launch_one<T, T, M, kPlain, GemvOutput::kResidualAdd, WK, RS>(p, blocks, smem, stream);
   if (a.output == GemvOutput::kSwiglu)
-    return launch_one<T, T, M, kNorm, GemvOutput::kSwiglu, WK>(p, blocks, smem, stream);
+    return launch_one<T, T, M, kNorm, GemvOutput::kSwiglu, WK, RS>(p, blocks, smem, stream);
   if (a.output == GemvOutput::kRopeKv)
-    return launch_one<T, T, M, kNorm, GemvOutput::kRopeKv, WK>(p, blocks, smem, stream);
+    return launch_one<T, T, M, kNorm, GemvOutput::kRopeKv, WK, RS>(p, blocks, smem, stream);
   if (a.out_dtype == DType::kF32)
-    return norm ? launch_one<T, float, M, kNorm, kStore, WK>(p, blocks, smem, stream)
-                : launch_one<T, float, M, kPlain, kStore, WK>(p, blocks, smem, stream);
-  return norm ? launch_one<T, T, M, kNorm, kStore, WK>(p, blocks, smem, stream)
-              : launch_one<T, T, M, kPlain, kStore, WK>(p, blocks, smem, stream);
+    return norm ? launch_one<T, float, M, kNorm, kStore, WK, RS>(p, blocks, smem, stream)
+                : launch_one<T, float, M, kPlain, kStore, WK, RS>(p, blocks, smem, stream);
+  return norm ? launch_one<T, T, M, kNorm, kStore, WK, RS>(p, blocks, smem, stream)
+              : launch_one<T, T, M, kPlain, kStore, WK, RS>(p, blocks, smem, stream);
 }
 
-// The launch for the weights WK at a.m rows of a.dtype activations (decode_gemv() has checked
-// the arguments); defined where instantiated.
-template <GemvWeights WK>
+// The launch for the weights WK (RS: with one scale per row) at a.m rows of a.dtype activations
+// (decode_gemv() has checked the arguments); defined where instantiated.
+template <GemvWeights WK, bool RS>
 cudaError_t launch_weights(const DecodeGemvArgs& a, const Params& p, int blocks, size_t smem,
                            cudaStream_t stream) {
   cudaError_t err = cudaSuccess;
   LATHE_DISPATCH_ACT(a.dtype, T, {
     switch (a.m) {
       case 1:
-        err = launch_m<T, 1, WK>(a, p, blocks, smem, stream);
+        err = launch_m<T, 1, WK, RS>(a, p, blocks, smem, stream);
         break;
       case 2:
-        err = launch_m<T, 2, WK>(a, p, blocks, smem, stream);
+        err = launch_m<T, 2, WK, RS>(a, p, blocks, smem, stream);
         break;
       case 3:
-        err = launch_m<T, 3, WK>(a, p, blocks, smem, stream);
+        err = launch_m<T, 3, WK, RS>(a, p, blocks, smem, stream);
         break;
       default:
-        err = launch_m<T, 4, WK>(a, p, blocks, smem, stream);
+        err = launch_m<T, 4, WK, RS>(a, p, blocks, smem, stream);
     }
   });
   return err;
 }
 
-extern template cudaError_t launch_weights<GemvWeights::kFp8>(const DecodeGemvArgs&, const Params&,
-                                                              int, size_t, cudaStream_t);
-extern template cudaError_t launch_weights<GemvWeights::kInt8>(const DecodeGemvArgs&, const Params&,
-                                                               int, size_t, cudaStream_t);
+#define LATHE_DECODE_GEMV_EXTERN(WK, RS)                                                        \
+  extern template cudaError_t launch_weights<WK, RS>(const DecodeGemvArgs&, const Params&, int, \
+                                                     size_t, cudaStream_t);
+LATHE_DECODE_GEMV_EXTERN(GemvWeights::kFp8, true)
+LATHE_DECODE_GEMV_EXTERN(GemvWeights::kFp8, false)
+LATHE_DECODE_GEMV_EXTERN(GemvWeights::kInt8, true)
+LATHE_DECODE_GEMV_EXTERN(GemvWeights::kInt8, false)
+#undef LATHE_DECODE_GEMV_EXTERN
 
 }  // namespace lathe::cuda::decode_gemv_detail
