@@ -91,8 +91,6 @@ Result<DecodeGemvArgs> w8_args(const std::vector<QuantPart>& parts, int64_t n, i
   // batch 1 the rows kernel is faster there (run 81, Q8_0 8B: 239 tok/s against 253; run 93, with
   // the f16-pair products: 248 against 257), from batch 2 this one (404 against 367 at 2, 562
   // against 486 at 4; run 90: 448 and 651).
-  if (m == 1 && a.w8.scales.group_shift < 7)
-    return unsupported("8-bit decode kernel: groups under 128 inputs from batch 2 (faster there)");
   if (norm && output == GemvOutput::kResidualAdd) {
     return unsupported("8-bit decode kernel: the residual add takes a plain input");
   } else if (!norm && (output == GemvOutput::kSwiglu || output == GemvOutput::kRopeKv)) {
