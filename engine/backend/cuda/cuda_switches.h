@@ -50,6 +50,8 @@ struct CudaSwitches {
   // vs 528, B8 1791 vs 612; B1 219 vs 299. Run 81 (against the fused 8-bit decode kernel, 8B
   // tok/s): B2 430 vs 547, B4 873 vs 741: W8A8 from batch 3. Run 94 (the decode kernel's f16-pair
   // products): 8B B3 647-655 vs 665-670, B4 873-882 vs 878-881; 70B B3 125 vs 92, B4 169 vs 122.
+  // Run 104 (its row pointers kept per task): 8B B3 649 vs 672, B4 876 vs 890; 70B 123 vs 100, 167
+  // vs 133.
   int32_t fp8_gemm_min_m = 3;
   int32_t int4_tile_warps = 8;    // LATHE_CUDA_INT4_TILE_WARPS (4 or 8): the tile kernel's k split
   int32_t int4_tiles_max_m = 8;   // LATHE_CUDA_INT4_TILES_MAX_M (8 to 4096): see QuantPart

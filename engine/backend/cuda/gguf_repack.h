@@ -1,6 +1,7 @@
 // GGUF Q8_0 and Q4_0 parts in Lathe's integer row layout (quant_linear.h), so that they run the
-// integer kernels (the multi-row decode kernel of quant_gemv_rows.cuh) instead of the generic
-// one-warp-per-row GGUF kernel, in the same bytes per weight (8.5 and 4.5 bits):
+// integer kernels (Q8_0: decode_gemv's 8-bit kernel at batches 1-4, quant_gemv_rows.cuh's multi-row
+// one to 8) instead of the generic one-warp-per-row GGUF kernel, in the same bytes per weight (8.5
+// and 4.5 bits):
 //   Q8_0  (32 weights: f16 d; i8 q[32]; w = d * q)        -> 8-bit codes q + 128 (zero 128
 //         implicit), one f16 scale d per group of 32 inputs;
 //   Q4_0  (32 weights: f16 d; u8 qs[16], byte j holds q[j] in its low nibble and q[j + 16] in its
