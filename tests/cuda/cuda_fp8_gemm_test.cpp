@@ -108,6 +108,11 @@ class CudaFp8GemmTest : public QObject {
     QVERIFY(!disp.fp8_gemm_takes(w, 8));  // below the dispatcher's threshold: W8A16
     disp.set_fp8_gemm(true, 2);           // (the runner's default is 3: LATHE_CUDA_FP8_GEMM_MIN_M)
     QVERIFY(disp.fp8_gemm_takes(w, 2) && !disp.fp8_gemm_takes(w, 1));
+    // LATHE_CUDA_FP8_DECODE_MAX_K: rows this short keep W8A16 to batch 4, and W8A8 above it.
+    disp.set_fp8_gemm(true, 2, static_cast<int32_t>(k));
+    QVERIFY(!disp.fp8_gemm_takes(w, 2) && !disp.fp8_gemm_takes(w, 4) && disp.fp8_gemm_takes(w, 5));
+    disp.set_fp8_gemm(true, 2, static_cast<int32_t>(k) - 16);
+    QVERIFY(disp.fp8_gemm_takes(w, 2));
     for (int64_t m : {int64_t{2}, int64_t{9}, int64_t{64}, int64_t{300}}) {
       QVERIFY(disp.fp8_gemm_takes(w, m));
       const std::vector<float> x =

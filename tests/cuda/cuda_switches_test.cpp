@@ -40,6 +40,7 @@ const char* const kNames[] = {"LATHE_CUDA_ATTENTION",
                               "LATHE_CUDA_W8_DECODE_BLOCKS",
                               "LATHE_CUDA_FP8_GEMM",
                               "LATHE_CUDA_FP8_GEMM_MIN_M",
+                              "LATHE_CUDA_FP8_DECODE_MAX_K",
                               "LATHE_CUDA_KQUANT_NORM",
                               "LATHE_CUDA_MASK_LOOKUP_LATE",
                               "LATHE_CUDA_MASK_CACHE",
@@ -97,6 +98,7 @@ class CudaSwitchesTest : public QObject {
     qputenv("LATHE_CUDA_W8_DECODE_BLOCKS", "1");
     qputenv("LATHE_CUDA_FP8_GEMM", "0");
     qputenv("LATHE_CUDA_FP8_GEMM_MIN_M", "64");
+    qputenv("LATHE_CUDA_FP8_DECODE_MAX_K", "4096");
     qputenv("LATHE_CUDA_KQUANT_NORM", "1");
     qputenv("LATHE_CUDA_MASK_LOOKUP_LATE", "0");
     qputenv("LATHE_CUDA_MASK_CACHE", "0");
@@ -120,13 +122,14 @@ class CudaSwitchesTest : public QObject {
     QCOMPARE(s.w8_decode_blocks, 1);
     QVERIFY(!s.int4_stream_fit);
     QCOMPARE(s.fp8_gemm_min_m, 64);
+    QCOMPARE(s.fp8_decode_max_k, 4096);
     QVERIFY(s.kquant_norm);
     QVERIFY(!s.mask_lookup_late && !s.mask_cache && !s.sampler_masks);
     for (const char* d :
          {"kquant_norm=1", "gguf_repack=0", "int4_tile_pairs=0", "int4_norm_max_m=8", "fp8_gemm=0",
           "int4_tiles_max_m=32", "int4_gemm_max_m=2048", "mask_lookup_late=0", "mask_cache=0",
           "sampler_masks=0", "int4_stream_max_m=0", "int4_stream_stages=6", "int4_stream_blocks=3",
-          "w8_decode_max_m=0", "w8_decode_blocks=1", "int4_stream_fit=0"})
+          "w8_decode_max_m=0", "w8_decode_blocks=1", "int4_stream_fit=0", "fp8_decode_max_k=4096"})
       QVERIFY2(s.describe().find(d) != std::string::npos, s.describe().c_str());
     QCOMPARE(s.decode_split_tokens, 64);
     QCOMPARE(s.decode_split_blocks_per_sm, 2);
@@ -156,6 +159,12 @@ class CudaSwitchesTest : public QObject {
     warnings.clear();
     QCOMPARE(cuda_switches_from_environment(&warnings).lookahead_max_seqs, -1);
     QCOMPARE(static_cast<int>(warnings.size()), 1);
+    clear_env();
+    qputenv("LATHE_CUDA_FP8_DECODE_MAX_K", "-1");
+    warnings.clear();
+    QCOMPARE(cuda_switches_from_environment(&warnings).fp8_decode_max_k, 0);
+    QCOMPARE(static_cast<int>(warnings.size()), 1);
+    QVERIFY2(warnings[0].find("0 to 1073741824 inputs") != std::string::npos, warnings[0].c_str());
     clear_env();
     qputenv("LATHE_CUDA_INT4_TILE_WARPS", "6");
     warnings.clear();

@@ -198,7 +198,8 @@ Status CudaModel::allocate_activations() {
                                  static_cast<size_t>(act_.attn_counters.bytes()), ctx_->stream()));
   linear_ = std::make_unique<LinearDispatcher>(&ctx_->gemm(), options_.dtype,
                                                options_.switches.gemv_epilogues);
-  linear_->set_fp8_gemm(fp8_tensor_cores_, options_.switches.fp8_gemm_min_m);
+  linear_->set_fp8_gemm(fp8_tensor_cores_, options_.switches.fp8_gemm_min_m,
+                        options_.switches.fp8_decode_max_k);
   // Stored-format projections at batches above quant_gemv's: dequantized into this workspace, a
   // layer projection whole, the LM head in slabs of at most kDequantHeadSlabBytes.
   int64_t dq = 0;

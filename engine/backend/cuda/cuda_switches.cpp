@@ -67,6 +67,8 @@ std::string CudaSwitches::describe() const {
   add(kquant_norm != d.kquant_norm, "kquant_norm=1");
   add(fp8_gemm != d.fp8_gemm, "fp8_gemm=0");
   add(fp8_gemm_min_m != d.fp8_gemm_min_m, "fp8_gemm_min_m=" + std::to_string(fp8_gemm_min_m));
+  add(fp8_decode_max_k != d.fp8_decode_max_k,
+      "fp8_decode_max_k=" + std::to_string(fp8_decode_max_k));
   add(int4_tile_warps != d.int4_tile_warps, "int4_tile_warps=" + std::to_string(int4_tile_warps));
   add(mask_lookup_late != d.mask_lookup_late, "mask_lookup_late=0");
   add(mask_cache != d.mask_cache, "mask_cache=0");
@@ -140,6 +142,8 @@ CudaSwitches cuda_switches_from_environment(std::vector<std::string>* warnings) 
   if (const char* v = env("LATHE_CUDA_KQUANT_NORM")) s.kquant_norm = is(v, "1");
   if (const char* v = env("LATHE_CUDA_FP8_GEMM")) s.fp8_gemm = !is(v, "0");
   int_switch("LATHE_CUDA_FP8_GEMM_MIN_M", 1, 4096, "1 to 4096 rows", &s.fp8_gemm_min_m);
+  int_switch("LATHE_CUDA_FP8_DECODE_MAX_K", 0, 1 << 30, "0 to 1073741824 inputs",
+             &s.fp8_decode_max_k);
   int_switch("LATHE_CUDA_INT4_TILES_MAX_M", 8, 4096, "8 to 4096 rows", &s.int4_tiles_max_m);
   int_switch("LATHE_CUDA_INT4_GEMM_MAX_M", 8, 65536, "8 to 65536 rows", &s.int4_gemm_max_m);
   if (const char* v = env("LATHE_CUDA_MASK_LOOKUP_LATE")) s.mask_lookup_late = !is(v, "0");

@@ -53,6 +53,11 @@ struct CudaSwitches {
   // Run 104 (its row pointers kept per task): 8B B3 649 vs 672, B4 876 vs 890; 70B 123 vs 100, 167
   // vs 133.
   int32_t fp8_gemm_min_m = 3;
+  // LATHE_CUDA_FP8_DECODE_MAX_K (0 to 1 << 30): FP8 projections of k <= this keep the W8A16 decode
+  // kernels up to batch 4 even from fp8_gemm_min_m (0: none). Run 106, one pass: 4096 gave 8B B3
+  // 663 vs 647, B4 883 vs 876, 70B unchanged (no such k); 8192 70B B3 108 vs 123: off by default
+  // until alternated runs and other shapes say more.
+  int32_t fp8_decode_max_k = 0;
   int32_t int4_tile_warps = 8;    // LATHE_CUDA_INT4_TILE_WARPS (4 or 8): the tile kernel's k split
   int32_t int4_tiles_max_m = 8;   // LATHE_CUDA_INT4_TILES_MAX_M (8 to 4096): see QuantPart
   int32_t int4_gemm_max_m = 128;  // LATHE_CUDA_INT4_GEMM_MAX_M (8 to 65536): see QuantPart

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engine/backend/cuda/decode_gemv.h"
 #include "engine/backend/cuda/fp8_activations.h"
 #include "engine/backend/cuda/launch_timer.h"
 #include "engine/backend/cuda/random_fill.h"
@@ -107,6 +108,7 @@ int64_t fp8_codes_bytes(int64_t m, int64_t k) {
 bool LinearDispatcher::fp8_gemm_takes(const DeviceLinear& w, int64_t m) const {
   if (!fp8_gemm_ || fp8_gemm_failed_ || m < fp8_gemm_min_m_ || w.k % 16 != 0 || w.parts.empty())
     return false;
+  if (m <= kDecodeGemvMaxM && w.k <= fp8_decode_max_k_) return false;
   for (const QuantPart& p : w.parts)
     if (p.format != WeightFormat::kFp8 || p.fp8_scale != ScaleGranularity::kTensor) return false;
   return dequant_ws_ != nullptr && fp8_codes_bytes(m, w.k) + 16 <= dequant_ws_bytes_;

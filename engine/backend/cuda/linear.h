@@ -97,9 +97,11 @@ class LinearDispatcher {
   // FP8 parts with per-tensor scales above kQuantGemvMaxM: W8A8 on FP8 tensor cores (activations
   // quantized with one dynamic scale into the dequantization workspace, one cuBLASLt FP8 product
   // per part) instead of W8A16.
-  void set_fp8_gemm(bool on, int32_t min_m = kQuantGemvMaxM + 1) {
+  // decode_max_k > 0: projections of k <= decode_max_k stay on W8A16 up to kDecodeGemvMaxM rows.
+  void set_fp8_gemm(bool on, int32_t min_m = kQuantGemvMaxM + 1, int32_t decode_max_k = 0) {
     fp8_gemm_ = on;
     fp8_gemm_min_m_ = min_m;
+    fp8_decode_max_k_ = decode_max_k;
   }
   // Whether run() serves this stored product with the W8A8 path.
   bool fp8_gemm_takes(const DeviceLinear& w, int64_t m) const;
@@ -123,6 +125,7 @@ class LinearDispatcher {
   bool gemv_epilogues_;
   bool fp8_gemm_ = false;
   int32_t fp8_gemm_min_m_ = kQuantGemvMaxM + 1;  // the smallest batch that takes W8A8
+  int32_t fp8_decode_max_k_ = 0;                 // see set_fp8_gemm
   // Set when cuBLASLt had no W8A8 algorithm (said once; FP8 then dequantizes as before).
   mutable bool fp8_gemm_failed_ = false;
   void* dequant_ws_ = nullptr;
