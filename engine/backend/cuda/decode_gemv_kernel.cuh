@@ -345,8 +345,8 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_kernel(const Params p
     for (int r = 0; r < kRows; ++r) acc[m][r] = 0.f;
   }
   int task = blockIdx.x * kWarps + warp, chunk = 0;
-  // 8-bit weights: where the current task's rows find their scales, and with one scale per row
-  // (RS) that scale and zero point.
+  // 8-bit weights: with group scales, where the current task's rows find them; with one scale per
+  // row (RS), that scale and zero point.
   PartRow cur[kRows];
   float row_sc[kRows];
   uint32_t row_mz[kRows];
@@ -357,8 +357,11 @@ __global__ void __launch_bounds__(kThreads, 2) decode_gemv_kernel(const Params p
       task_rows<OUT>(p.out, task, rows[0], rows[1]);
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
-        cur[r] = part_row(p.w8, rows[r] < p.out.n ? rows[r] : 0);
-        if constexpr (RS) scale_at<WK>(p.w8, cur[r], cur[r].scale_row, row_sc[r], row_mz[r]);
+        const PartRow pr = part_row(p.w8, rows[r] < p.out.n ? rows[r] : 0);
+        if constexpr (RS)
+          scale_at<WK>(p.w8, pr, pr.scale_row, row_sc[r], row_mz[r]);
+        else
+          cur[r] = pr;
       }
     }
   };
